@@ -1,0 +1,36 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both set up what is missing first.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+APT_PACKAGES := ruby ruby-rspec ruby-rspec-rails ruby-rails ruby-factory-bot-rails ruby-simplecov \
+	rubocop ruby-sqlite3 ruby-rspec-junit-formatter bubblewrap git
+SETUP_STAMP := $(VENV)/.setup-stamp
+
+.PHONY: setup demo test lint typecheck pytest bench clean
+
+setup: $(SETUP_STAMP)
+
+$(SETUP_STAMP): pyproject.toml uv.lock scripts/setup.sh
+	APT_PACKAGES="$(APT_PACKAGES)" bash scripts/setup.sh
+	touch $(SETUP_STAMP)
+
+demo: setup
+	$(VENV)/bin/autopilot map --repo examples/rails_shop
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+pytest: setup
+	bash scripts/run_pytest.sh
+
+test: lint typecheck pytest
+
+bench: setup
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

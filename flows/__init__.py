@@ -1,0 +1,1 @@
+"""Flows: the Prefect flows (nightly, post_merge, audit) and the `autopilot` CLI."""

@@ -1,0 +1,81 @@
+"""The `autopilot` command line.
+
+Commands import their machinery lazily so that `parse` and `map` never import Prefect.
+`--json` prints one JSON document on stdout; logs go to stderr. Exit codes: 0 done,
+1 done but a gate or a repair failed, 2 bad input or configuration (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="autopilot",
+    help="Write and repair tests with Mistral models; accept only what is proved.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+RepoOpt = Annotated[
+    Path,
+    typer.Option("--repo", help="The target repository.", file_okay=False, resolve_path=True),
+]
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@app.callback()
+def _root(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
+) -> None:
+    _setup_logging(verbose)
+
+
+@app.command()
+def parse(
+    reports: Annotated[list[Path], typer.Argument(help="JUnit XML or RSpec JSON reports.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Normalised test results from reports (exit 0 if all parsed, 2 if not)."""
+    from flows.commands.parse import run
+
+    raise typer.Exit(run(reports, json_out))
+
+
+@app.command(name="map")
+def map_(repo: RepoOpt = Path("."), json_out: JsonOpt = False) -> None:
+    """Source -> spec mapping, file kinds and untested files."""
+    from flows.commands.map import run
+
+    raise typer.Exit(run(repo, json_out))
+
+
+def main() -> None:
+    """Console-script entry: turns project errors into one line and their exit code."""
+    from tasks.errors import AutopilotError
+
+    try:
+        app()
+    except AutopilotError as exc:
+        print(f"autopilot: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print("autopilot: interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

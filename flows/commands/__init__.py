@@ -1,0 +1,1 @@
+"""One module per CLI command: the CLI layer (printing, exit codes) over tasks/ and flows/."""

@@ -1,0 +1,1 @@
+"""Judge: the rubric, the static rubric checks and the LLM judge."""

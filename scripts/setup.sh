@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian machine lacks: the toolchains' Debian packages, uv, and the locked
+# Python dependencies in .venv. Idempotent: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+for pkg in ${APT_PACKAGES:-}; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
+if ! command -v uv >/dev/null 2>&1; then
+  "$PYTHON" -m pip install -q "uv==0.13.8"
+fi
+uv sync --locked --python "$PYTHON"

@@ -1,0 +1,173 @@
+"""Settings: `AUTOPILOT_*` environment variables over an optional repo `autopilot.toml`.
+
+Nothing is read at import time; call :func:`load_settings`.
+Nested groups use `__` in environment names, e.g. `AUTOPILOT_GATES__MIN_COVERAGE=0.8`.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, TypeAdapter, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from tasks.errors import ConfigError
+
+CONFIG_FILE = "autopilot.toml"
+M = TypeVar("M", bound=BaseModel)
+
+
+class ModelNames(BaseModel):
+    """One model per role."""
+
+    generator: str = Field("codestral-latest", description="Writes and fixes tests")
+    diagnostician: str = Field("mistral-large-latest", description="Diagnoses failures (JSON)")
+    surgeon: str = Field("codestral-latest", description="Writes repair diffs")
+    judge: str = Field("mistral-large-latest", description="Scores tests on the rubric (JSON)")
+
+
+class ModelSettings(BaseModel):
+    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout")
+    max_retries: int = Field(5, ge=0, description="Transport retries (429, 5xx, timeouts)")
+    max_reasks: int = Field(2, ge=0, description="Re-asks when a reply breaks its format")
+    max_concurrency: int = Field(8, ge=1, description="Model calls in flight at once")
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int = Field(8192, gt=0)
+    judge_samples: int = Field(3, ge=1, description="LLM judge samples; the median counts")
+
+
+class GateSettings(BaseModel):
+    min_coverage: float = Field(0.9, ge=0, le=1, description="Target file line coverage")
+    min_coverage_gain: float = Field(
+        0.2, ge=0, le=1, description="Alternative: improvement over the baseline coverage"
+    )
+    min_judge: float = Field(0.7, ge=0, le=1, description="LLM judge score threshold")
+    flaky_runs: int = Field(3, ge=0, description="Extra passing runs required")
+
+
+class SandboxSettings(BaseModel):
+    backend: Literal["auto", "bwrap", "docker", "none"] = Field(
+        "auto", description="auto = bwrap when installed, else an error unless 'none' is chosen"
+    )
+    timeout_s: float = Field(300.0, gt=0, description="Wall-clock limit per command")
+    memory_mb: int = Field(4096, gt=0, description="Address-space limit per process")
+    max_processes: int = Field(256, gt=0, description="Process limit inside the sandbox")
+    docker_image: str = Field("test-autopilot-worker:latest")
+
+
+class RepairSettings(BaseModel):
+    max_retries: int = Field(3, ge=0)
+    min_confidence: float = Field(0.6, ge=0, le=1)
+    max_patch_lines: int = Field(60, gt=0)
+    risky_paths: list[str] = Field(default_factory=list, description="Globs that need a human")
+    human_timeout_s: float = Field(3600.0, ge=0)
+
+
+class Settings(BaseSettings):
+    """Every setting, with its environment name `AUTOPILOT_<NAME>` (groups: `__`)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AUTOPILOT_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    home: Path = Field(
+        default_factory=lambda: Path.home() / ".autopilot",
+        description="Local state: default archive, caches",
+    )
+    mistral_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("MISTRAL_API_KEY", "AUTOPILOT_MISTRAL_API_KEY"),
+        description="Mistral API key",
+    )
+    model_url: str | None = Field(
+        None, description="SDK server_url for a self-hosted Mistral-compatible server"
+    )
+    models: ModelNames = Field(default_factory=ModelNames)
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    gates: GateSettings = Field(default_factory=GateSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    repair: RepairSettings = Field(default_factory=RepairSettings)
+    toolchain: Literal["ruby-rspec", "python-pytest"] | None = Field(
+        None, description="Override toolchain detection"
+    )
+    archive: str | None = Field(None, description="Archive URI; default <home>/archive")
+
+    @property
+    def model_configured(self) -> bool:
+        """A model is usable when a key or a self-hosted server URL is set."""
+        return self.mistral_api_key is not None or self.model_url is not None
+
+    @property
+    def archive_uri(self) -> str:
+        return self.archive or str(self.home / "archive")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Explicit arguments (the repo's autopilot.toml, CLI options) sit under the environment.
+        # No dotenv source: a target repository's .env is never read.
+        return env_settings, init_settings
+
+
+def _read_toml(repo: Path) -> dict[str, Any]:
+    path = repo / CONFIG_FILE
+    if not path.is_file():
+        return {}
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    # Secrets never come from a file in the target repository.
+    data.pop("mistral_api_key", None)
+    return data.get("autopilot", data)
+
+
+def load_settings(repo: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
+    """Settings from the environment, over `repo/autopilot.toml`, over the defaults.
+
+    Args:
+        repo: the target repository whose autopilot.toml (if any) is read.
+        overrides: values from CLI options by dotted name (`"gates.min_coverage"`); they win over
+            everything. None values mean "not given" and are ignored.
+    """
+    data = _read_toml(repo) if repo is not None else {}
+    try:
+        settings = Settings(**data)
+        for dotted, value in (overrides or {}).items():
+            if value is not None:
+                settings = _override(settings, dotted.split("."), value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"invalid setting {where}: {first['msg']}") from None
+    return settings
+
+
+def _override(obj: M, path: list[str], value: Any) -> M:
+    """A copy of `obj` with the field at `path` set to `value`, validated."""
+    head, *rest = path
+    if head not in type(obj).model_fields:
+        raise ConfigError(f"unknown setting {head}")
+    new_value = _override(getattr(obj, head), rest, value) if rest else value
+    if isinstance(obj, BaseSettings):
+        # Re-validating a BaseSettings would read the environment again; validate the field only.
+        field = type(obj).model_fields[head]
+        new_value = TypeAdapter(field.annotation).validate_python(new_value)
+        return obj.model_copy(update={head: new_value})
+    return type(obj).model_validate({**obj.model_dump(), head: new_value})

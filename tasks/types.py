@@ -1,0 +1,133 @@
+"""Shared pydantic types passed between steps. Plain data: no I/O here."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TestStatus = Literal["passed", "failed", "error", "skipped"]
+ToolchainName = Literal["ruby-rspec", "python-pytest"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Location(_Model):
+    """A source location taken from a stack trace (repository-relative when inside the repo)."""
+
+    path: str
+    line: int
+
+
+class TestCaseResult(_Model):
+    """One test case (example) from a report, normalised across dialects."""
+
+    __test__ = False  # not a pytest test class
+
+    id: str = Field(description="Stable id: spec file and location, or classname::name")
+    name: str
+    classname: str = ""
+    file: str | None = None
+    line: int | None = None
+    status: TestStatus
+    duration: float = 0.0
+    message: str | None = None
+    error_type: str | None = None
+    trace: str | None = None
+    locations: list[Location] = Field(
+        default_factory=list, description="Stack trace locations, innermost last"
+    )
+    stdout: str | None = Field(default=None, exclude=True)
+    stderr: str | None = Field(default=None, exclude=True)
+
+
+class RunSummary(_Model):
+    tests: int = 0
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    duration: float = 0.0
+
+    @classmethod
+    def of(cls, cases: list[TestCaseResult]) -> RunSummary:
+        by = {s: 0 for s in ("passed", "failed", "error", "skipped")}
+        for c in cases:
+            by[c.status] += 1
+        return cls(
+            tests=len(cases),
+            passed=by["passed"],
+            failed=by["failed"],
+            errors=by["error"],
+            skipped=by["skipped"],
+            duration=round(sum(c.duration for c in cases), 6),
+        )
+
+
+class FileError(_Model):
+    """An input file that could not be used, and why (one line)."""
+
+    file: str
+    error: str
+
+
+class TestRun(_Model):
+    """The normalised content of one or more reports."""
+
+    __test__ = False
+
+    summary: RunSummary
+    cases: list[TestCaseResult]
+    errors: list[FileError] = Field(default_factory=list)
+
+
+class FileCoverage(_Model):
+    """Line coverage of one source file."""
+
+    path: str
+    executable_lines: int
+    covered_lines: int
+    uncovered_lines: list[int] = Field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        """Covered / executable; a file with no executable line counts as fully covered."""
+        if self.executable_lines == 0:
+            return 1.0
+        return self.covered_lines / self.executable_lines
+
+
+class SourceKind(StrEnum):
+    """How a source file is tested; exactly one skill applies per kind."""
+
+    MODEL = "model"
+    SERIALIZER = "serializer"
+    CONTROLLER = "controller"
+    MAILER = "mailer"
+    HELPER = "helper"
+    RUBY = "ruby"  # plain Ruby: lib/, app/services, and the rest of app/
+    PYTHON = "python"
+
+
+class SourceFile(_Model):
+    path: str
+    kind: SourceKind
+    toolchain: ToolchainName
+
+
+class MappedFile(_Model):
+    """A source file, the specs that cover it, and where a new spec would go."""
+
+    source: str
+    kind: SourceKind
+    specs: list[str] = Field(default_factory=list)
+    expected_spec: str
+
+
+class Mapping(_Model):
+    toolchain: ToolchainName
+    files: list[MappedFile]
+    untested: list[str]

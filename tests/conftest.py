@@ -1,0 +1,32 @@
+"""Test-wide configuration: no test can reach a real model, and no test touches ~/.autopilot."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO_ROOT / "examples"
+
+# Any model endpoint but the scripted server a test starts itself is unreachable: no key, and
+# a URL on a closed loopback port unless a test sets its own.
+for _name in list(os.environ):
+    if _name.startswith(("AUTOPILOT_", "MISTRAL_")):
+        del os.environ[_name]
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+os.environ["DO_NOT_TRACK"] = "1"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    home = tmp_path_factory.mktemp("autopilot-home")
+    old = os.environ.get("AUTOPILOT_HOME")
+    os.environ["AUTOPILOT_HOME"] = str(home)
+    yield
+    if old is None:
+        os.environ.pop("AUTOPILOT_HOME", None)
+    else:
+        os.environ["AUTOPILOT_HOME"] = old
