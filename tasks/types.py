@@ -131,3 +131,67 @@ class Mapping(_Model):
     toolchain: ToolchainName
     files: list[MappedFile]
     untested: list[str]
+
+
+class CommandResult(_Model):
+    """What one command run (in a sandbox or not) produced."""
+
+    argv: list[str]
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    timed_out: bool = False
+    #: Why the run was stopped or refused, in words (timeout, memory limit, ...), else None.
+    reason: str | None = None
+    backend: Literal["bwrap", "docker", "none"] = "none"
+    cached: bool = False
+
+
+class LintOffense(_Model):
+    path: str
+    line: int
+    column: int = 0
+    rule: str
+    message: str
+    correctable: bool = False
+
+
+class ValidationResult(_Model):
+    """A spec or test file run with coverage and lint, as the gates see it."""
+
+    toolchain: ToolchainName
+    target: str | None = Field(None, description="The source file under test, repo-relative")
+    specs: list[str] = Field(default_factory=list)
+    loaded: bool = Field(description="False when the spec could not even be loaded")
+    load_error: str | None = None
+    examples: list[TestCaseResult] = Field(default_factory=list)
+    coverage: FileCoverage | None = None
+    lint: list[LintOffense] = Field(default_factory=list)
+    duration_s: float = 0.0
+    reason: str | None = Field(None, description="Sandbox reason: timeout, limit, network, ...")
+
+    @property
+    def passed(self) -> bool:
+        """Loaded, at least one example, and no example failed or errored."""
+        return (
+            self.loaded
+            and self.reason is None
+            and bool(self.examples)
+            and all(e.status in ("passed", "skipped") for e in self.examples)
+            and any(e.status == "passed" for e in self.examples)
+        )
+
+
+class Finding(_Model):
+    """One static-rubric finding."""
+
+    path: str
+    line: int
+    rule: str
+    message: str
+
+
+class StaticVerdict(_Model):
+    score: float = Field(ge=0, le=1)
+    findings: list[Finding] = Field(default_factory=list)
