@@ -30,3 +30,16 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ.pop("AUTOPILOT_HOME", None)
     else:
         os.environ["AUTOPILOT_HOME"] = old
+
+
+@pytest.fixture(scope="session")
+def prefect_harness() -> Iterator[None]:
+    """One Prefect test server for the whole session (~11 s to start), only when a test needs it."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    from prefect.testing.utilities import prefect_test_harness
+
+    with (
+        prefect_test_harness(server_startup_timeout=120),
+        temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),  # type: ignore[dict-item]
+    ):
+        yield

@@ -1,0 +1,33 @@
+"""How the CLI runs a flow in-process: quiet, fast, and on the configured (or ephemeral) server."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def flow_runtime(verbose: bool = False) -> Iterator[None]:
+    """Settings for a flow run started from the CLI.
+
+    The heartbeat thread costs ~1 s per run and is only useful to a worker; analytics would try
+    the network. `PREFECT_API_URL`, when set, points the run at a real server; otherwise Prefect
+    starts its ephemeral one.
+    """
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    from prefect.settings import (
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        PREFECT_LOGGING_LEVEL,
+        temporary_settings,
+    )
+
+    updates = {
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None,
+        PREFECT_LOGGING_LEVEL: "INFO" if verbose else "WARNING",
+    }
+    with temporary_settings(updates=updates):
+        yield
