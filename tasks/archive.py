@@ -1,0 +1,600 @@
+"""Run archive: every artifact of a run, immutable, with a checksummed manifest.
+
+Layout: `<root>/<flow>/<YYYY-MM-DD>/<run-id>/<relpath>` plus `manifest.json` in the run folder.
+The root is a local directory or `s3://bucket/prefix` (boto3; `AWS_ENDPOINT_URL` is honoured by
+botocore itself for S3-compatible servers).
+
+Rules:
+- Objects are immutable. Writing a relpath again with the same bytes is a no-op; with other bytes
+  it raises :class:`ArchiveError` (nothing is renamed or overwritten). `manifest.json` is the one
+  object that is rewritten, and only ever with a superset of its previous entries.
+- Relpaths are validated (no absolute paths, `..`, `.`, backslashes, empty segments) and files
+  that look like secrets (`.env*`, `*.pem`, `*.key`, `id_rsa*`, `credentials*`) are refused with
+  an :class:`ArchiveError`; the caller decides whether to go on. Contents are not redacted here.
+- S3 calls retry (botocore's standard mode, then our own bounded exponential backoff for dropped
+  connections and 5xx). When S3 stays unavailable the run continues in a local spool
+  (`<home>/spool/...`) with one warning; :func:`sync_spool` (also tried after the next successful
+  run of the same archive) uploads what is missing. Nothing is lost and nothing is duplicated.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import mimetypes
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tasks.errors import ArchiveError, ConfigError
+
+__all__ = [
+    "Archive",
+    "ArchiveError",
+    "Manifest",
+    "ManifestEntry",
+    "RetryPolicy",
+    "RunArchive",
+    "open_archive",
+    "sync_spool",
+    "validate_relpath",
+]
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+SPOOL_MARKER = "spool.json"
+SECRET_NAME = re.compile(r"^(\.env.*|.*\.pem|.*\.key|id_rsa.*|credentials.*)$", re.IGNORECASE)
+_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_MAX_RELPATH = 1024
+T = TypeVar("T")
+
+
+class ManifestEntry(BaseModel):
+    """One archived object, relative to the run folder."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    size: int = Field(ge=0)
+    sha256: str
+    content_type: str = "application/octet-stream"
+
+
+class Manifest(BaseModel):
+    """`manifest.json`: every object of one run, sorted by key."""
+
+    version: int = 1
+    flow: str
+    date: str
+    run_id: str
+    objects: list[ManifestEntry] = Field(default_factory=list)
+
+
+class RetryPolicy(BaseModel):
+    """How hard to try S3 before spooling. Tests use tiny values for a fast failure."""
+
+    model_config = ConfigDict(frozen=True)
+
+    attempts: int = Field(4, ge=1, description="Our own attempts around each S3 call")
+    base_delay_s: float = Field(0.5, ge=0, description="First backoff; doubles each attempt")
+    max_delay_s: float = Field(8.0, ge=0)
+    botocore_attempts: int = Field(3, ge=1, description="botocore 'standard' mode max_attempts")
+    connect_timeout_s: float = Field(5.0, gt=0)
+    read_timeout_s: float = Field(60.0, gt=0)
+
+
+class StoreUnavailable(Exception):
+    """The backend cannot be reached (after retries); the message is one line."""
+
+
+def validate_relpath(relpath: str) -> str:
+    """Return `relpath` if it is a safe relative object path, else raise ArchiveError."""
+    reason = None
+    if not relpath or len(relpath) > _MAX_RELPATH:
+        reason = "empty or too long"
+    elif "\\" in relpath or "\x00" in relpath:
+        reason = "backslash or NUL byte"
+    elif relpath.startswith("/"):
+        reason = "absolute path"
+    elif any(seg in ("", ".", "..") for seg in relpath.split("/")):
+        reason = "empty, '.' or '..' segment"
+    elif relpath == MANIFEST:
+        reason = "reserved name"
+    elif SECRET_NAME.match(relpath.rsplit("/", 1)[-1]):
+        reason = "looks like a secret file; refusing to archive it"
+    if reason:
+        raise ArchiveError(f"{relpath!r}: {reason}")
+    return relpath
+
+
+def _segment(value: str, what: str) -> str:
+    if not _SEGMENT.match(value) or value in (".", ".."):
+        raise ArchiveError(f"{what} {value!r}: use letters, digits, '.', '_' and '-' only")
+    return value
+
+
+class LocalStore:
+    """Objects as files under `root`; creation is atomic and never overwrites (hard link)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def describe(self, key: str) -> str:
+        return str(self.root / key)
+
+    def sha256_of(self, key: str) -> str | None:
+        data = self.get(key)
+        return None if data is None else hashlib.sha256(data).hexdigest()
+
+    def create(self, key: str, data: bytes, sha256: str, content_type: str) -> str | None:
+        """Write `key` unless it exists; return the existing object's sha256 if it did."""
+        path = self.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
+        tmp.write_bytes(data)
+        try:
+            # link() fails when the target exists, so a concurrent writer can never be clobbered.
+            path.hardlink_to(tmp)
+            return None
+        except FileExistsError:
+            return self.sha256_of(key)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            return (self.root / key).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def replace(self, key: str, data: bytes, content_type: str) -> None:
+        path = self.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+
+
+class S3Store:
+    """Objects in `s3://bucket/prefix`; sha256 kept in the object's metadata."""
+
+    def __init__(self, bucket: str, prefix: str, retry: RetryPolicy) -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.bucket, self.prefix, self.retry = bucket, prefix, retry
+        config = Config(
+            retries={"max_attempts": retry.botocore_attempts, "mode": "standard"},
+            connect_timeout=retry.connect_timeout_s,
+            read_timeout=retry.read_timeout_s,
+        )
+        # The endpoint comes from AWS_ENDPOINT_URL(_S3) when set: botocore reads it natively.
+        self.client = boto3.session.Session().client("s3", config=config)
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def describe(self, key: str) -> str:
+        return f"s3://{self.bucket}/{self._key(key)}"
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
+
+        delay = self.retry.base_delay_s
+        for attempt in range(1, self.retry.attempts + 1):
+            try:
+                return fn()
+            except ClientError as exc:
+                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+                code = exc.response.get("Error", {}).get("Code", "")
+                if status < 500 and "Throttl" not in code and code != "SlowDown":
+                    raise  # a real answer (404, 412, 403): the caller decides
+                reason = f"{code or status}"
+            except (ConnectionError, HTTPClientError) as exc:
+                reason = str(exc).splitlines()[0]
+            except BotoCoreError as exc:  # credentials, configuration: retrying will not help
+                raise StoreUnavailable(f"{what}: {exc}") from None
+            if attempt < self.retry.attempts:
+                log.debug("S3 %s failed (%s); retry %d in %.2f s", what, reason, attempt, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, self.retry.max_delay_s)
+        raise StoreUnavailable(f"{what}: {reason} after {self.retry.attempts} attempts")
+
+    def _unavailable(self, what: str, exc: Exception) -> StoreUnavailable:
+        return StoreUnavailable(f"{what}: {str(exc).splitlines()[0]}")
+
+    def sha256_of(self, key: str) -> str | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            head = self._call(
+                f"HEAD {self.describe(key)}",
+                lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key)),
+            )
+        except ClientError as exc:
+            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                return None
+            raise self._unavailable(f"HEAD {self.describe(key)}", exc) from None
+        sha = head.get("Metadata", {}).get("sha256")
+        if sha:
+            return str(sha)
+        data = self.get(key)  # written by someone else: hash the bytes
+        return None if data is None else hashlib.sha256(data).hexdigest()
+
+    def create(self, key: str, data: bytes, sha256: str, content_type: str) -> str | None:
+        """Upload `key` unless it exists; return the existing object's sha256 if it did."""
+        from botocore.exceptions import ClientError
+
+        existing = self.sha256_of(key)
+        if existing is not None:
+            return existing
+        try:
+            # If-None-Match makes a racing second writer fail instead of overwriting.
+            self._call(
+                f"PUT {self.describe(key)}",
+                lambda: self.client.put_object(
+                    Bucket=self.bucket,
+                    Key=self._key(key),
+                    Body=data,
+                    ContentType=content_type,
+                    Metadata={"sha256": sha256},
+                    IfNoneMatch="*",
+                ),
+            )
+        except ClientError as exc:
+            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") in (409, 412):
+                return self.sha256_of(key)
+            raise self._unavailable(f"PUT {self.describe(key)}", exc) from None
+        return None
+
+    def get(self, key: str) -> bytes | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            obj = self._call(
+                f"GET {self.describe(key)}",
+                lambda: self.client.get_object(Bucket=self.bucket, Key=self._key(key)),
+            )
+            return bytes(obj["Body"].read())
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise self._unavailable(f"GET {self.describe(key)}", exc) from None
+
+    def replace(self, key: str, data: bytes, content_type: str) -> None:
+        from botocore.exceptions import ClientError
+
+        try:
+            self._call(
+                f"PUT {self.describe(key)}",
+                lambda: self.client.put_object(
+                    Bucket=self.bucket, Key=self._key(key), Body=data, ContentType=content_type
+                ),
+            )
+        except ClientError as exc:
+            raise self._unavailable(f"PUT {self.describe(key)}", exc) from None
+
+
+class SpoolSync(BaseModel):
+    """What :func:`sync_spool` did: manifests of the runs uploaded, one line per failed run."""
+
+    synced: list[Manifest] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+
+
+class RunArchive:
+    """The archive folder of one run. Thread-safe; obtain it from :meth:`Archive.run`."""
+
+    def __init__(self, archive: Archive, flow: str, date: dt.date, run_id: str) -> None:
+        self._archive = archive
+        self.flow, self.run_id = _segment(flow, "flow"), _segment(run_id, "run id")
+        self.date = date.isoformat()
+        self._prefix = f"{self.flow}/{self.date}/{self.run_id}"
+        self._entries: dict[str, ManifestEntry] = {}
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._offline: str | None = None
+        self.spool_fallback = archive.spool_root is not None
+
+    @property
+    def uri(self) -> str:
+        """Where this run's objects live (a directory path or an s3:// URI)."""
+        return self._archive.store.describe(self._prefix)
+
+    @property
+    def spool_dir(self) -> Path | None:
+        root = self._archive.spool_root
+        return None if root is None else root / self._prefix
+
+    @property
+    def spooled(self) -> bool:
+        """True when the backend was unavailable and objects went to the local spool."""
+        return self._offline is not None
+
+    def put_bytes(self, relpath: str, data: bytes) -> ManifestEntry:
+        """Archive `data` at `relpath` (a no-op when the same bytes are already there).
+
+        Raises:
+            ArchiveError: bad relpath, a secret file name, different bytes already archived
+                there, or the backend failed and no spool is available.
+        """
+        validate_relpath(relpath)
+        ctype = mimetypes.guess_type(relpath)[0] or "application/octet-stream"
+        entry = ManifestEntry(
+            key=relpath, size=len(data), sha256=hashlib.sha256(data).hexdigest(), content_type=ctype
+        )
+        with self._lock:
+            self._load()
+            known = self._entries.get(relpath)
+        known_sha = self._create(relpath, data, entry) if known is None else known.sha256
+        if known_sha is not None and known_sha != entry.sha256:
+            raise ArchiveError(f"{self.uri}/{relpath}: already archived with other content")
+        with self._lock:
+            self._entries.setdefault(relpath, entry)
+            if self._offline:
+                self._write_marker(finalized=False)
+        return entry
+
+    def put_text(self, relpath: str, text: str) -> ManifestEntry:
+        """Archive `text` as UTF-8."""
+        return self.put_bytes(relpath, text.encode("utf-8"))
+
+    def put_json(self, relpath: str, obj: Any) -> ManifestEntry:
+        """Archive a pydantic model or a JSON-able value as indented JSON (stable key order)."""
+        if isinstance(obj, BaseModel):
+            text = obj.model_dump_json(indent=2)
+        else:
+            text = json.dumps(obj, indent=2, sort_keys=True, default=str)
+        return self.put_text(relpath, text + "\n")
+
+    def put_file(self, relpath: str, path: Path) -> ManifestEntry:
+        """Archive the bytes of a local file."""
+        if SECRET_NAME.match(path.name):
+            raise ArchiveError(f"{path}: looks like a secret file; refusing to archive it")
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ArchiveError(f"{path}: {exc.strerror or exc}") from None
+        return self.put_bytes(relpath, data)
+
+    def finalize(self) -> Manifest:
+        """Write `manifest.json` (merged with any earlier one) and return it.
+
+        When the backend is unavailable the manifest stays in the spool (see :attr:`spooled`)
+        and a warning is logged; :func:`sync_spool` finishes the job later.
+        """
+        with self._lock:
+            self._load()
+            if not self._offline:
+                try:
+                    manifest = self._merge_and_write()
+                except StoreUnavailable as exc:
+                    self._go_offline(str(exc))
+                else:
+                    self._archive._sync_finalized_spool()
+                    return manifest
+            self._write_marker(finalized=True)
+            return self._manifest(self._entries)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _manifest(self, entries: dict[str, ManifestEntry]) -> Manifest:
+        objects = [entries[k] for k in sorted(entries)]
+        return Manifest(flow=self.flow, date=self.date, run_id=self.run_id, objects=objects)
+
+    def _load(self) -> None:
+        """Adopt the entries of an earlier manifest so a re-archive adds no duplicates."""
+        if self._loaded or self._offline:
+            return
+        self._loaded = True
+        try:
+            earlier = self._read_manifest()
+        except StoreUnavailable as exc:
+            self._go_offline(str(exc))
+            return
+        for entry in earlier.objects if earlier else []:
+            self._entries.setdefault(entry.key, entry)
+
+    def _read_manifest(self) -> Manifest | None:
+        key = f"{self._prefix}/{MANIFEST}"
+        raw = self._guard(lambda: self._archive.store.get(key))
+        if raw is None:
+            return None
+        try:
+            return Manifest.model_validate_json(raw)
+        except ValueError as exc:
+            raise ArchiveError(
+                f"{self._archive.store.describe(key)}: broken manifest: {str(exc).splitlines()[0]}"
+            ) from None
+
+    def _merge_and_write(self) -> Manifest:
+        merged = dict(self._entries)
+        earlier = self._read_manifest()  # again: another process may have added objects
+        for entry in earlier.objects if earlier else []:
+            mine = merged.setdefault(entry.key, entry)
+            if mine.sha256 != entry.sha256:
+                raise ArchiveError(f"{self.uri}/{entry.key}: manifest lists other content")
+        manifest = self._manifest(merged)
+        data = (manifest.model_dump_json(indent=2) + "\n").encode()
+        key = f"{self._prefix}/{MANIFEST}"
+        self._guard(lambda: self._archive.store.replace(key, data, "application/json"))
+        self._entries = merged
+        return manifest
+
+    def _create(self, relpath: str, data: bytes, entry: ManifestEntry) -> str | None:
+        if not self._offline:
+            key = f"{self._prefix}/{relpath}"
+            try:
+                return self._guard(
+                    lambda: self._archive.store.create(key, data, entry.sha256, entry.content_type)
+                )
+            except StoreUnavailable as exc:
+                self._go_offline(str(exc))
+        assert self.spool_dir is not None  # _go_offline raised otherwise
+        spool = LocalStore(self.spool_dir / "objects")
+        return self._guard(lambda: spool.create(relpath, data, entry.sha256, entry.content_type))
+
+    def _remote_sha(self, relpath: str) -> str | None:
+        key = f"{self._prefix}/{relpath}"
+        return self._guard(lambda: self._archive.store.sha256_of(key))
+
+    def _guard(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except OSError as exc:
+            raise ArchiveError(f"{self.uri}: {exc.strerror or exc}") from None
+
+    def _go_offline(self, reason: str) -> None:
+        with self._lock:
+            if not self.spool_fallback:
+                raise ArchiveError(f"{self.uri}: archive unavailable: {reason}")
+            if self._offline is None:
+                self._offline = reason
+                log.warning(
+                    "archive %s unavailable (%s); run kept in spool %s until sync_spool()",
+                    self.uri,
+                    reason,
+                    self.spool_dir,
+                )
+                self._write_marker(finalized=False)
+
+    def _write_marker(self, finalized: bool) -> None:
+        spool_dir = self.spool_dir
+        assert spool_dir is not None
+        marker = {
+            "uri": self._archive.uri,
+            "finalized": finalized,
+            "manifest": self._manifest(self._entries).model_dump(),
+        }
+        data = json.dumps(marker, indent=2).encode()
+        self._guard(lambda: LocalStore(spool_dir).replace(SPOOL_MARKER, data, ""))
+
+
+class Archive:
+    """An archive root: a local directory or `s3://bucket/prefix`. Use :func:`open_archive`."""
+
+    def __init__(self, uri: str, store: LocalStore | S3Store, spool_root: Path | None) -> None:
+        self.uri, self.store, self.spool_root = uri, store, spool_root
+        self._syncing = threading.Lock()
+
+    def run(self, flow: str, run_id: str, date: dt.date | None = None) -> RunArchive:
+        """The folder `<flow>/<YYYY-MM-DD>/<run-id>` (date defaults to today, UTC)."""
+        return RunArchive(self, flow, date or dt.datetime.now(dt.UTC).date(), run_id)
+
+    def sync_spool(self, only_finalized: bool = False) -> SpoolSync:
+        """Upload every run this archive left in the spool; each run succeeds or fails alone.
+
+        Call it when no run of this archive is in progress: a run still writing to the spool
+        would be uploaded half done (it would be completed by the next sync, nothing lost).
+        """
+        result = SpoolSync()
+        markers = sorted(self.spool_root.glob(f"*/*/*/{SPOOL_MARKER}")) if self.spool_root else []
+        with self._syncing:
+            for marker_path in markers:
+                try:
+                    manifest = self._sync_run(marker_path.parent, only_finalized)
+                except (ArchiveError, OSError, ValueError) as exc:
+                    result.errors.append(f"{marker_path.parent}: {str(exc).splitlines()[0]}")
+                else:
+                    if manifest is not None:
+                        result.synced.append(manifest)
+        return result
+
+    def _sync_run(self, run_dir: Path, only_finalized: bool) -> Manifest | None:
+        marker = json.loads((run_dir / SPOOL_MARKER).read_text(encoding="utf-8"))
+        if only_finalized and not marker.get("finalized"):
+            return None
+        listed = Manifest.model_validate(marker["manifest"])
+        run = RunArchive(self, listed.flow, dt.date.fromisoformat(listed.date), listed.run_id)
+        run.spool_fallback = False  # a failed sync keeps the spool as it is
+        objects = run_dir / "objects"
+        files = [p for p in objects.rglob("*") if p.is_file() and not p.name.endswith(".tmp")]
+        spooled = {p.relative_to(objects).as_posix(): p for p in files}
+        for relpath, path in sorted(spooled.items()):
+            run.put_bytes(relpath, path.read_bytes())
+        for entry in listed.objects:
+            if entry.key not in spooled:  # uploaded before the outage: check it is really there
+                if run._remote_sha(entry.key) != entry.sha256:
+                    raise ArchiveError(f"{run.uri}/{entry.key}: missing from archive and spool")
+                with run._lock:
+                    run._entries.setdefault(entry.key, entry)
+        with run._lock:
+            run._load()
+            try:
+                manifest = run._merge_and_write()
+            except StoreUnavailable as exc:
+                raise ArchiveError(f"{run.uri}: archive unavailable: {exc}") from None
+        shutil.rmtree(run_dir)
+        log.info("synced spooled run %s (%d objects)", run.uri, len(manifest.objects))
+        return manifest
+
+    def _sync_finalized_spool(self) -> None:
+        """After a successful run, upload earlier runs that finished while S3 was down."""
+        if not self.spool_root or not self.spool_root.is_dir() or self._syncing.locked():
+            return
+        for error in self.sync_spool(only_finalized=True).errors:
+            log.warning("spool sync: %s", error)
+
+
+def _spool_root(home: Path, uri: str) -> Path:
+    return home / "spool" / hashlib.sha256(uri.encode()).hexdigest()[:16]
+
+
+def open_archive(
+    uri: str, *, home: Path | None = None, retry: RetryPolicy | None = None
+) -> Archive:
+    """Open the archive at `uri`: a local directory, `file://...` or `s3://bucket[/prefix]`.
+
+    Args:
+        uri: the archive root (Settings.archive_uri by default in the flows).
+        home: AUTOPILOT_HOME for the spool (default: from the settings).
+        retry: S3 retry and timeout policy.
+
+    Raises:
+        ConfigError: an unsupported scheme or an s3:// URI without a bucket.
+    """
+    if uri.startswith("s3://"):
+        bucket, _, prefix = uri[5:].partition("/")
+        if not bucket:
+            raise ConfigError(f"archive {uri!r}: no bucket")
+        prefix = prefix.strip("/")
+        canonical = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
+        if home is None:
+            from tasks.config import load_settings
+
+            home = load_settings().home
+        store = S3Store(bucket, prefix, retry or RetryPolicy())
+        return Archive(canonical, store, _spool_root(home, canonical))
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+://", uri) and not uri.startswith("file://"):
+        raise ConfigError(f"archive {uri!r}: use a directory or s3://bucket/prefix")
+    root = Path(uri.removeprefix("file://")).expanduser().resolve()
+    return Archive(str(root), LocalStore(root), None)
+
+
+def sync_spool(home: Path | None = None, retry: RetryPolicy | None = None) -> SpoolSync:
+    """Upload every spooled run under `<home>/spool` to the archive it was meant for."""
+    if home is None:
+        from tasks.config import load_settings
+
+        home = load_settings().home
+    result = SpoolSync()
+    uris: set[str] = set()
+    for marker in sorted((home / "spool").glob(f"*/*/*/*/{SPOOL_MARKER}")):
+        try:
+            uris.add(str(json.loads(marker.read_text(encoding="utf-8"))["uri"]))
+        except (OSError, ValueError, KeyError) as exc:
+            result.errors.append(f"{marker}: unreadable spool marker: {exc}")
+    for uri in sorted(uris):
+        part = open_archive(uri, home=home, retry=retry).sync_spool()
+        result.synced += part.synced
+        result.errors += part.errors
+    return result
