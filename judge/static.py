@@ -6,9 +6,12 @@ Ruby specs are parsed with tree-sitter (judge/static_ruby.py), Python tests with
 Scoring (deterministic, documented so a score can be explained):
     score = max(0, 1 - sum(weight of each finding) / number of examples)
     then capped at FORBIDDEN_CAP when any forbidden rule fired, and rounded to 3 decimals.
-A file that does not parse, or that has no example at all, scores 0.0. Normalising by the number
-of examples means one vague matcher in a twenty-example spec costs little, while the same matcher
-in every example halves the score.
+A file that does not parse, or that has no example at all, scores 0.0. A finding that leaves its
+example proving nothing precise (vague matcher, type-only, bare assert, over-mocking) weighs a
+whole example; smells (error without message, sleep, @ivars) weigh a quarter. Normalising by the
+number of examples means one vague matcher in a twenty-example spec costs 0.05, while the same
+matcher in every example drives the score to 0. The weights were chosen so that the static score
+orders the labelled calibration cases (judge/calibration/) like their rubric labels.
 
 Forbidden rules make the static gate fail (`gate_passes`): the spec is structurally broken in a
 way the rubric scores 0.0 (private methods, no assertion, "does not crash" tests, stubbing every
@@ -71,20 +74,20 @@ RULES: dict[str, Rule] = {
         Rule(
             "vague-matcher",
             False,
-            0.5,
+            1.0,
             "be_truthy, be_falsey, be_present, be_blank, be_between, include(:key)",
             ("ruby",),
         ),
-        Rule("type-only", False, 0.5, "a type check (be_a / isinstance) is the only check"),
-        Rule("bare-assert", False, 0.5, "`assert x` with no comparison", ("python",)),
+        Rule("type-only", False, 1.0, "a type check (be_a / isinstance) is the only check"),
+        Rule("bare-assert", False, 1.0, "`assert x` with no comparison", ("python",)),
         Rule(
             "not-none-only",
             False,
-            0.5,
+            1.0,
             "`assert x is not None` is a test's only check",
             ("python",),
         ),
-        Rule("over-mocking", False, 0.5, "more than 3 stubs, doubles or patches in one test"),
+        Rule("over-mocking", False, 1.0, "more than 3 stubs, doubles or patches in one test"),
         Rule("raises-without-match", False, 0.25, "error path checked without its message"),
         Rule("sleep", False, 0.25, "sleep in a test"),
         Rule("instance-variable", False, 0.25, "@ivar set in a spec instead of let", ("ruby",)),
