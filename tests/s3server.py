@@ -2,7 +2,12 @@
 
 Import the fixtures into a test module (pytest picks up fixtures from the module namespace)::
 
-    from tests.s3server import S3Server, s3_bucket, s3_server  # noqa: F401
+    from tests.s3server import S3Server, s3_bucket_fixture, s3_server_fixture  # noqa: F401
+
+    def test_upload(s3_server: S3Server, s3_bucket: str) -> None: ...
+
+The fixtures are registered under the names `s3_server` and `s3_bucket`; their Python names
+differ so that test arguments do not shadow the imports (ruff F811).
 
 `s3_server` (session scope) starts one `moto_server` subprocess on a free loopback port and stops
 it at the end. `s3_bucket` (function scope) points the AWS environment at that server (fake
@@ -127,15 +132,15 @@ def running_s3_server(port: int | None = None) -> Iterator[S3Server]:
             proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def s3_server() -> Iterator[S3Server]:
+@pytest.fixture(scope="session", name="s3_server")
+def s3_server_fixture() -> Iterator[S3Server]:
     """One moto_server for the whole test session."""
     with running_s3_server() as server:
         yield server
 
 
-@pytest.fixture()
-def s3_bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
+@pytest.fixture(name="s3_bucket")
+def s3_bucket_fixture(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
     """A fresh bucket on the session's server, with the AWS environment pointing at it."""
     for name, value in aws_env(s3_server.endpoint_url).items():
         monkeypatch.setenv(name, value)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
-import json
 import logging
-import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from pydantic import BaseModel
 
 from tasks.archive import Manifest, RetryPolicy, open_archive, sync_spool
 from tasks.errors import ArchiveError, ConfigError
-from tests.s3server import S3Server, free_port, s3_bucket, s3_server  # noqa: F401
+from tests.s3server import S3Server, free_port, s3_bucket_fixture, s3_server_fixture  # noqa: F401
 
 DAY = dt.date(2024, 5, 17)
 FAST = RetryPolicy(
@@ -35,6 +34,10 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def verdict_json() -> bytes:
+    return (Verdict(score=0.8, reasons=["exact values"]).model_dump_json(indent=2) + "\n").encode()
+
+
 def fill(run: object, tmp_path: Path) -> dict[str, bytes]:
     """Write one object of each kind; return the exact bytes expected per key."""
     from tasks.archive import RunArchive
@@ -50,9 +53,7 @@ def fill(run: object, tmp_path: Path) -> dict[str, bytes]:
     return {
         "replies/1.bin": b"\x00\x01\xff",
         "prompts/generator.md": "Write a spec for app/models/user.rb \u2713\n".encode(),
-        "judge/verdict.json": (
-            Verdict(score=0.8, reasons=["exact values"]).model_dump_json(indent=2) + "\n"
-        ).encode(),  # fmt: skip
+        "judge/verdict.json": verdict_json(),
         "summary.json": b'{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n',
         "files/spec/models/user_spec.rb": src.read_bytes(),
     }
@@ -76,7 +77,8 @@ def test_local_layout_and_manifest_checksums(tmp_path: Path) -> None:
     on_disk = local_files(run_dir)
     assert on_disk.pop("manifest.json") == (manifest.model_dump_json(indent=2) + "\n").encode()
     assert on_disk == expected
-    assert local_files(root).keys() == {f"nightly/2024-05-17/run-1/{k}" for k in [*expected, "manifest.json"]}  # fmt: skip
+    everything = {f"nightly/2024-05-17/run-1/{k}" for k in [*expected, "manifest.json"]}
+    assert local_files(root).keys() == everything
     stored = Manifest.model_validate_json((run_dir / "manifest.json").read_bytes())
     assert (stored.flow, stored.date, stored.run_id) == ("nightly", "2024-05-17", "run-1")
     assert [e.key for e in stored.objects] == sorted(expected)
@@ -180,7 +182,7 @@ def test_put_file_refuses_secret_source_name(tmp_path: Path) -> None:
     run = open_archive(str(tmp_path / "a")).run("nightly", "r1", DAY)
     with pytest.raises(ArchiveError, match="secret"):
         run.put_file("harmless.txt", secret)
-    with pytest.raises(ArchiveError, match="missing.txt"):
+    with pytest.raises(ArchiveError, match=r"missing\.txt"):
         run.put_file("x.txt", tmp_path / "missing.txt")
     assert not (tmp_path / "a").exists()
 
@@ -202,3 +204,236 @@ def test_bad_uris(uri: str) -> None:
 def test_default_date_is_today_utc(tmp_path: Path) -> None:
     run = open_archive(str(tmp_path)).run("audit", "r1")
     assert run.date == dt.datetime.now(dt.UTC).date().isoformat()
+
+
+# -- S3 against a real moto_server ---------------------------------------------------------------
+
+
+class CuttableProxy:
+    """A real TCP forwarder on 127.0.0.1 that can drop every connection, to simulate an outage."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.server.getsockname()[1])
+        self.up = True
+        self.conns: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            if not self.up:
+                client.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            with self.lock:
+                self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        self.up = False
+        with self.lock:
+            for s in self.conns:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            self.conns.clear()
+
+    def close(self) -> None:
+        self.cut()
+        self.server.close()
+
+
+@pytest.fixture()
+def proxy(s3_server: S3Server) -> Iterator[CuttableProxy]:
+    p = CuttableProxy(s3_server.port)
+    yield p
+    p.close()
+
+
+def bucket_objects(server: S3Server, bucket: str) -> dict[str, bytes]:
+    client = server.client()
+    listing = client.list_objects_v2(Bucket=bucket).get("Contents", [])
+    return {
+        o["Key"]: client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read() for o in listing
+    }
+
+
+def version_counts(server: S3Server, bucket: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for v in server.client().list_object_versions(Bucket=bucket).get("Versions", []):
+        counts[v["Key"]] = counts.get(v["Key"], 0) + 1
+    return counts
+
+
+def archive_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "tasks.archive" and r.levelno == logging.WARNING
+    ]
+
+
+@pytest.mark.slow
+def test_s3_objects_and_manifest(s3_server: S3Server, s3_bucket: str, tmp_path: Path) -> None:
+    archive = open_archive(f"s3://{s3_bucket}/ci/archive/", home=tmp_path / "home")
+    run = archive.run("nightly", "run-1", DAY)
+    expected = fill(run, tmp_path)
+    manifest = run.finalize()
+
+    prefix = "ci/archive/nightly/2024-05-17/run-1/"
+    assert run.uri == f"s3://{s3_bucket}/{prefix.rstrip('/')}"
+    stored = bucket_objects(s3_server, s3_bucket)
+    assert Manifest.model_validate_json(stored.pop(prefix + "manifest.json")) == manifest
+    assert stored == {prefix + k: v for k, v in expected.items()}
+    client = s3_server.client()
+    for entry in manifest.objects:
+        assert entry.sha256 == sha(expected[entry.key])
+        head = client.head_object(Bucket=s3_bucket, Key=prefix + entry.key)
+        assert head["Metadata"]["sha256"] == entry.sha256
+        assert head["ContentLength"] == entry.size
+        assert head["ContentType"] == entry.content_type
+    assert not (tmp_path / "home" / "spool").exists()
+
+
+@pytest.mark.slow
+def test_s3_archiving_twice_creates_no_duplicates(
+    s3_server: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
+    # Versioning on: any overwrite of an object would show up as a second version.
+    s3_server.client().put_bucket_versioning(
+        Bucket=s3_bucket, VersioningConfiguration={"Status": "Enabled"}
+    )
+    uri = f"s3://{s3_bucket}/arch"
+    for _ in range(2):
+        run = open_archive(uri, home=tmp_path / "home").run("post_merge", "r9", DAY)
+        expected = fill(run, tmp_path)
+        manifest = run.finalize()
+
+    assert [e.key for e in manifest.objects] == sorted(expected)
+    listing = s3_server.client().list_objects_v2(Bucket=s3_bucket)
+    assert listing["KeyCount"] == len(expected) + 1
+    counts = version_counts(s3_server, s3_bucket)
+    manifest_key = "arch/post_merge/2024-05-17/r9/manifest.json"
+    assert counts.pop(manifest_key) == 2  # the manifest is rewritten (a superset), nothing else
+    assert set(counts.values()) == {1}
+
+
+@pytest.mark.slow
+def test_s3_conflict_is_refused(s3_server: S3Server, s3_bucket: str, tmp_path: Path) -> None:
+    uri = f"s3://{s3_bucket}"
+    first = open_archive(uri, home=tmp_path).run("nightly", "r1", DAY)
+    first.put_text("diff.patch", "one\n")
+    first.finalize()
+    second = open_archive(uri, home=tmp_path).run("nightly", "r1", DAY)
+    with pytest.raises(ArchiveError, match=r"diff\.patch: already archived with other content"):
+        second.put_text("diff.patch", "two\n")
+    assert bucket_objects(s3_server, s3_bucket)["nightly/2024-05-17/r1/diff.patch"] == b"one\n"
+
+
+@pytest.mark.slow
+def test_s3_unavailable_spools_then_sync_uploads_everything(
+    s3_server: S3Server,
+    s3_bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    home = tmp_path / "home"
+    uri = f"s3://{s3_bucket}/nightly-archive"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens
+    run = open_archive(uri, home=home, retry=FAST).run("nightly", "r1", DAY)
+    expected = fill(run, tmp_path)
+    manifest = run.finalize()
+
+    assert run.spooled
+    assert [e.key for e in manifest.objects] == sorted(expected)
+    (warning,) = archive_warnings(caplog)
+    assert "unavailable" in warning and str(home / "spool") in warning
+    assert "\n" not in warning
+    assert bucket_objects(s3_server, s3_bucket) == {}
+    spool_dir = run.spool_dir
+    assert spool_dir is not None and spool_dir.is_relative_to(home / "spool")
+    assert local_files(spool_dir / "objects") == expected
+
+    # Still down: the sync fails with one line per run and keeps the spool.
+    failed = sync_spool(home, retry=FAST)
+    assert failed.synced == [] and len(failed.errors) == 1 and "\n" not in failed.errors[0]
+    assert local_files(spool_dir / "objects") == expected
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint_url)
+    result = sync_spool(home, retry=FAST)
+    assert result.errors == []
+    assert [m.run_id for m in result.synced] == ["r1"]
+    prefix = "nightly-archive/nightly/2024-05-17/r1/"
+    stored = bucket_objects(s3_server, s3_bucket)
+    uploaded = Manifest.model_validate_json(stored.pop(prefix + "manifest.json"))
+    assert stored == {prefix + k: v for k, v in expected.items()}
+    assert [(e.key, e.sha256) for e in uploaded.objects] == [
+        (k, sha(expected[k])) for k in sorted(expected)
+    ]
+    assert not spool_dir.exists()
+    assert sync_spool(home, retry=FAST) == type(result)()  # nothing left, nothing re-sent
+
+
+@pytest.mark.slow
+def test_s3_outage_mid_run_is_completed_by_the_next_run(
+    s3_server: S3Server,
+    s3_bucket: str,
+    proxy: CuttableProxy,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    home = tmp_path / "home"
+    uri = f"s3://{s3_bucket}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{proxy.port}")
+    run = open_archive(uri, home=home, retry=FAST).run("post_merge", "r1", DAY)
+    run.put_text("before/1.txt", "one\n")
+    run.put_text("before/2.txt", "two\n")
+    assert not run.spooled
+    proxy.cut()
+    run.put_text("after/3.txt", "three\n")
+    run.put_text("before/1.txt", "one\n")  # a repeat during the outage is still a no-op
+    with pytest.raises(ArchiveError, match="other content"):
+        run.put_text("before/2.txt", "changed\n")  # and a conflict is still refused
+    run.finalize()
+    assert run.spooled and len(archive_warnings(caplog)) == 1
+    assert sorted(bucket_objects(s3_server, s3_bucket)) == [
+        "post_merge/2024-05-17/r1/before/1.txt",
+        "post_merge/2024-05-17/r1/before/2.txt",
+    ]
+
+    proxy.up = True
+    nxt = open_archive(uri, home=home, retry=FAST).run("post_merge", "r2", DAY)
+    nxt.put_text("x.txt", "x\n")
+    nxt.finalize()  # succeeds, then uploads r1 from the spool
+
+    stored = bucket_objects(s3_server, s3_bucket)
+    r1 = Manifest.model_validate_json(stored["post_merge/2024-05-17/r1/manifest.json"])
+    assert [(e.key, e.sha256) for e in r1.objects] == [
+        ("after/3.txt", sha(b"three\n")),
+        ("before/1.txt", sha(b"one\n")),
+        ("before/2.txt", sha(b"two\n")),
+    ]
+    assert stored["post_merge/2024-05-17/r1/after/3.txt"] == b"three\n"
+    assert len(stored) == 6  # r1: 3 objects + manifest; r2: 1 object + manifest
+    assert not any((home / "spool").rglob("*.txt"))
