@@ -38,7 +38,7 @@ class RawResult:
     pids_limit_hit: bool = False
 
 
-class _TailBuffer:
+class TailBuffer:
     """Keeps the last `limit` bytes written, counting what it dropped."""
 
     def __init__(self, limit: int) -> None:
@@ -60,7 +60,7 @@ class _TailBuffer:
         return body
 
 
-def _drain(stream: IO[bytes], buf: _TailBuffer) -> None:
+def _drain(stream: IO[bytes], buf: TailBuffer) -> None:
     with contextlib.suppress(OSError, ValueError):
         while chunk := stream.read1(_CHUNK):  # type: ignore[attr-defined]
             buf.feed(chunk)
@@ -99,7 +99,7 @@ def run_process(
             str(cgroup.procs_file),
             *argv,
         ]
-    out, err = _TailBuffer(output_limit), _TailBuffer(output_limit)
+    out, err = TailBuffer(output_limit), TailBuffer(output_limit)
     start = time.monotonic()
     proc = subprocess.Popen(
         argv,
