@@ -1,0 +1,131 @@
+"""What every toolchain offers, and the command runner it runs its tools through.
+
+A toolchain never starts a process itself: it builds argv lists and hands them to a
+:class:`CommandRunner` (the sandbox from ``tasks.sandbox.make_runner`` in production), so the
+same code runs inside bwrap, Docker or a plain subprocess.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tasks.errors import AutopilotError
+from tasks.types import (
+    CommandResult,
+    FileCoverage,
+    LintOffense,
+    ToolchainName,
+    ValidationResult,
+)
+
+#: Scratch space for reports inside the repository (the only place a sandbox can write).
+SCRATCH_DIR = ".autopilot-tmp"
+#: How much of a tool's output to keep in an error message.
+MAX_ERROR_CHARS = 4000
+#: RuboCop and ruff runs are bounded (the field report used 60 s for RuboCop).
+LINT_TIMEOUT_S = 60.0
+
+
+class ToolchainError(AutopilotError):
+    """A tool (rubocop, ruff, coverage) failed in a way that yields no usable result."""
+
+
+class CommandRunner(Protocol):
+    """Runs one command; implemented by the sandbox backends (bwrap, docker, none)."""
+
+    def run(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> CommandResult:
+        """Run `argv` in `cwd` with extra `env`, stopping it after `timeout_s` seconds."""
+        ...
+
+
+class SuiteResult(BaseModel):
+    """A whole-suite run: the validation result plus every source file's coverage."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    validation: ValidationResult
+    files: dict[str, FileCoverage] = Field(
+        default_factory=dict, description="Coverage per repository-relative source path"
+    )
+
+
+class Toolchain(ABC):
+    """Runs one stack's tests with coverage, and its linter."""
+
+    name: ToolchainName
+
+    @abstractmethod
+    def run_specs(
+        self,
+        repo: Path,
+        specs: list[str],
+        target: str | None,
+        runner: CommandRunner,
+        *,
+        timeout_s: float | None = None,
+    ) -> ValidationResult:
+        """Run the given test files with coverage and report on `target`.
+
+        Args:
+            repo: repository root (a worktree); the run writes only under it.
+            specs: repository-relative test files; empty means the whole suite.
+            target: repository-relative source file whose coverage is reported, or None.
+            runner: how commands run (a sandbox).
+            timeout_s: wall-clock limit for the test command (None: the runner's default).
+        """
+
+    @abstractmethod
+    def run_suite(
+        self, repo: Path, runner: CommandRunner, *, timeout_s: float | None = None
+    ) -> SuiteResult:
+        """Run the whole suite with coverage of every source file."""
+
+    @abstractmethod
+    def lint(
+        self, repo: Path, files: list[str], autocorrect: bool, runner: CommandRunner
+    ) -> list[LintOffense]:
+        """Lint `files` (repository-relative), fixing what can be fixed when `autocorrect`.
+
+        Returns the offences that remain. Raises ToolchainError when the linter itself fails.
+        """
+
+
+def scratch_dir(repo: Path) -> Path:
+    """A fresh directory for one run's reports, inside the repository but ignored by git.
+
+    The directory holds a ``.gitignore`` of ``*`` so the reports never show in ``git status``
+    nor get committed with accepted tests.
+    """
+    base = repo / SCRATCH_DIR
+    base.mkdir(exist_ok=True)
+    ignore = base / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("*\n", encoding="utf-8")
+    run_dir = base / uuid.uuid4().hex[:12]
+    run_dir.mkdir()
+    return run_dir
+
+
+def remove_scratch(run_dir: Path) -> None:
+    """Delete one run's scratch directory (best effort: a leftover is harmless)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def tail(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """The last `limit` characters of `text`, stripped: errors are at the end of tool output."""
+    text = text.strip()
+    return text if len(text) <= limit else "..." + text[-limit:]

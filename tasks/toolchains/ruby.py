@@ -1,0 +1,303 @@
+"""The ruby-rspec toolchain: RSpec (JSON report), SimpleCov coverage and RuboCop.
+
+Coverage does not depend on the project: a small helper (``resources/autopilot_simplecov.rb``)
+is copied into the run's scratch directory and loaded through ``RUBYOPT=-r`` before RSpec and the
+application, so SimpleCov measures every run even when the project's spec helper never starts
+it, and a project that does start it keeps working (its second ``SimpleCov.start`` only applies
+configuration). Each run writes its resultset to its own directory with its own command name, so
+parallel runs in one worktree never merge into each other.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tasks.coverage import parse_coverage
+from tasks.errors import CoverageError
+from tasks.stacktrace import locations_from_trace
+from tasks.toolchains.base import (
+    LINT_TIMEOUT_S,
+    CommandRunner,
+    SuiteResult,
+    Toolchain,
+    ToolchainError,
+    remove_scratch,
+    scratch_dir,
+    tail,
+)
+from tasks.types import (
+    CommandResult,
+    FileCoverage,
+    LintOffense,
+    TestCaseResult,
+    TestStatus,
+    ValidationResult,
+)
+
+log = logging.getLogger(__name__)
+
+HELPER_NAME = "autopilot_simplecov.rb"
+#: Sources SimpleCov reports even when no spec loads them (so untested files show 0 %).
+DEFAULT_TRACK = "{app,lib}/**/*.rb"
+_ASSERTION_PREFIXES = ("RSpec::Expectations::", "RSpec::Mocks::")
+_STATUS: dict[str, TestStatus] = {"passed": "passed", "failed": "failed", "pending": "skipped"}
+
+
+def _uses_bundler(repo: Path, gem: str) -> bool:
+    """True when the project has a Gemfile naming `gem`: run it with `bundle exec`."""
+    gemfile = repo / "Gemfile"
+    if not gemfile.is_file():
+        return False
+    return gem in gemfile.read_text(encoding="utf-8", errors="replace")
+
+
+def _copy_helper(run_dir: Path) -> Path:
+    # Copied into the repository because it is the one directory every sandbox backend
+    # (bwrap, docker) is guaranteed to see.
+    dest = run_dir / HELPER_NAME
+    source = resources.files("tasks.toolchains").joinpath("resources", HELPER_NAME)
+    with resources.as_file(source) as path:
+        shutil.copyfile(path, dest)
+    return dest
+
+
+def rspec_argv(repo: Path, specs: list[str], json_out: Path) -> list[str]:
+    """The RSpec command: progress on stdout, the JSON report to `json_out`."""
+    base = ["bundle", "exec", "rspec"] if _uses_bundler(repo, "rspec") else ["rspec"]
+    return [*base, "--format", "progress", "--format", "json", "--out", str(json_out), *specs]
+
+
+def run_specs(
+    repo: Path,
+    specs: list[str],
+    target: str | None,
+    runner: CommandRunner,
+    *,
+    timeout_s: float | None = None,
+) -> ValidationResult:
+    """Run spec files with SimpleCov and report the examples and `target`'s coverage.
+
+    Args:
+        repo: repository root (a worktree); reports are written under ``.autopilot-tmp/``.
+        specs: repository-relative spec files; empty runs the whole suite.
+        target: repository-relative source file whose coverage is reported, or None.
+        runner: the sandbox runner.
+        timeout_s: wall-clock limit for the rspec command (None: the runner's default).
+
+    Returns:
+        The ValidationResult; ``loaded`` is False (with RSpec's error text) when a spec file
+        cannot be loaded, and no example then counts as passed.
+    """
+    result, _ = _run(repo, specs, target, runner, timeout_s=timeout_s)
+    return result
+
+
+def run_suite(repo: Path, runner: CommandRunner, *, timeout_s: float | None = None) -> SuiteResult:
+    """Run the whole suite with the coverage of every file under app/ and lib/."""
+    result, files = _run(repo, [], None, runner, timeout_s=timeout_s)
+    return SuiteResult(validation=result, files=files)
+
+
+def _run(
+    repo: Path,
+    specs: list[str],
+    target: str | None,
+    runner: CommandRunner,
+    *,
+    timeout_s: float | None,
+) -> tuple[ValidationResult, dict[str, FileCoverage]]:
+    repo = repo.resolve()
+    run_dir = scratch_dir(repo)
+    try:
+        helper = _copy_helper(run_dir)
+        json_out = run_dir / "rspec.json"
+        coverage_dir = run_dir / "coverage"
+        track = DEFAULT_TRACK if target is None else f"{{app/**/*.rb,lib/**/*.rb,{target}}}"
+        env = {
+            "RUBYOPT": f"-r{helper}",
+            "RAILS_ENV": "test",
+            "AUTOPILOT_COVERAGE_DIR": str(coverage_dir.relative_to(repo)),
+            "AUTOPILOT_COVERAGE_NAME": f"autopilot-{run_dir.name}",
+            "AUTOPILOT_TRACK_FILES": track,
+        }
+        argv = rspec_argv(repo, specs, json_out)
+        cmd = runner.run(argv, cwd=repo, env=env, timeout_s=timeout_s)
+        result = parse_rspec_run(repo, json_out, cmd)
+        result.specs = list(specs)
+        result.target = target
+        files = _coverage(repo, coverage_dir / ".resultset.json")
+        if target is not None:
+            result.coverage = files.get(target)
+        return result, files
+    finally:
+        remove_scratch(run_dir)
+
+
+def _coverage(repo: Path, resultset: Path) -> dict[str, FileCoverage]:
+    if not resultset.is_file():
+        log.warning("%s: SimpleCov wrote no resultset; no coverage for this run", repo)
+        return {}
+    try:
+        return parse_coverage(resultset, repo)
+    except CoverageError as exc:
+        log.warning("coverage of %s unusable: %s", repo, exc)
+        return {}
+
+
+def parse_rspec_run(repo: Path, json_out: Path, cmd: CommandResult) -> ValidationResult:
+    """Turn one rspec command and its JSON report into a ValidationResult.
+
+    A missing or broken report, errors outside of examples, or a failing exit status with no
+    example at all mean the specs did not load: ``loaded=False`` with the reason.
+    """
+    base = ValidationResult(
+        toolchain="ruby-rspec", loaded=False, duration_s=cmd.duration_s, reason=cmd.reason
+    )
+    output = tail(cmd.stderr or cmd.stdout)
+    try:
+        data = json.loads(json_out.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as exc:
+        why = cmd.reason or f"no usable RSpec JSON report ({exc.__class__.__name__})"
+        base.load_error = f"rspec exited {cmd.exit_code}: {why}" + (f"\n{output}" if output else "")
+        return base
+    base.examples = [_example(repo, e) for e in data.get("examples") or [] if isinstance(e, dict)]
+    summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
+    outside = int(summary.get("errors_outside_of_examples_count") or 0)
+    messages = [m for m in data.get("messages") or [] if isinstance(m, str) and m.strip()]
+    if outside or (cmd.exit_code != 0 and not base.examples):
+        text = "\n".join(m.strip() for m in messages) or output or f"rspec exited {cmd.exit_code}"
+        base.load_error = tail(text)
+        return base
+    base.loaded = True
+    return base
+
+
+def _example(repo: Path, raw: dict[str, Any]) -> TestCaseResult:
+    file = str(raw.get("file_path") or "").removeprefix("./") or None
+    status = _STATUS.get(str(raw.get("status")), "error")
+    exc = raw.get("exception") if isinstance(raw.get("exception"), dict) else None
+    message = raw.get("pending_message") if status == "skipped" else None
+    trace = None
+    error_type = None
+    if exc is not None:
+        message = str(exc.get("message") or "").strip()
+        error_type = str(exc.get("class") or "") or None
+        if status == "failed" and error_type and not error_type.startswith(_ASSERTION_PREFIXES):
+            # An exception other than a failed expectation: JUnit's "error", not "failure".
+            status = "error"
+        trace = "\n".join(str(line) for line in exc.get("backtrace") or [])
+    locations = (
+        [loc for loc in locations_from_trace(trace, repo) if not loc.path.startswith("/")]
+        if trace
+        else []
+    )
+    return TestCaseResult(
+        id=str(raw.get("id") or f"{file}:{raw.get('line_number')}"),
+        name=str(raw.get("full_description") or raw.get("description") or ""),
+        classname=file or "",
+        file=file,
+        line=raw.get("line_number") if isinstance(raw.get("line_number"), int) else None,
+        status=status,
+        duration=float(raw.get("run_time") or 0.0),
+        message=message,
+        error_type=error_type,
+        trace=trace,
+        locations=locations,
+    )
+
+
+def lint(
+    repo: Path, files: list[str], autocorrect: bool, runner: CommandRunner
+) -> list[LintOffense]:
+    """RuboCop the given files (``--autocorrect`` when asked); returns the remaining offences.
+
+    Raises:
+        ToolchainError: RuboCop failed (exit 2: bad config, crash) or printed no JSON.
+    """
+    if not files:
+        return []
+    base = ["bundle", "exec", "rubocop"] if _uses_bundler(repo, "rubocop") else ["rubocop"]
+    argv = [*base, "--format", "json", "--no-color", "--force-exclusion"]
+    if autocorrect:
+        argv.append("--autocorrect")
+    cmd = runner.run([*argv, "--", *files], cwd=repo, timeout_s=LINT_TIMEOUT_S)
+    if cmd.reason or cmd.exit_code not in (0, 1):
+        why = cmd.reason or f"exit {cmd.exit_code}"
+        raise ToolchainError(f"rubocop on {', '.join(files)}: {why}: {tail(cmd.stderr, 500)}")
+    return parse_rubocop_json(cmd.stdout, repo)
+
+
+def parse_rubocop_json(text: str, repo: Path) -> list[LintOffense]:
+    """Offences from ``rubocop --format json`` output; corrected ones are left out."""
+    start = text.find("{")
+    try:
+        data = json.loads(text[start:]) if start >= 0 else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        raise ToolchainError(f"rubocop printed no JSON report: {tail(text, 300)!r}")
+    offenses: list[LintOffense] = []
+    for entry in data["files"]:
+        path = _relative(str(entry.get("path", "")), repo)
+        for off in entry.get("offenses") or []:
+            if off.get("corrected"):
+                continue
+            loc = off.get("location") or {}
+            offenses.append(
+                LintOffense(
+                    path=path,
+                    line=int(loc.get("start_line") or loc.get("line") or 0),
+                    column=int(loc.get("start_column") or loc.get("column") or 0),
+                    rule=str(off.get("cop_name", "")),
+                    message=str(off.get("message", "")),
+                    correctable=bool(off.get("correctable")),
+                )
+            )
+    return offenses
+
+
+def _relative(path: str, repo: Path) -> str:
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return p.relative_to(repo.resolve()).as_posix()
+        except ValueError:
+            return path
+    return p.as_posix()
+
+
+class RubyRspecToolchain(Toolchain):
+    """ruby-rspec: RSpec + SimpleCov + RuboCop."""
+
+    name = "ruby-rspec"
+
+    def run_specs(
+        self,
+        repo: Path,
+        specs: list[str],
+        target: str | None,
+        runner: CommandRunner,
+        *,
+        timeout_s: float | None = None,
+    ) -> ValidationResult:
+        """See :func:`run_specs`."""
+        return run_specs(repo, specs, target, runner, timeout_s=timeout_s)
+
+    def run_suite(
+        self, repo: Path, runner: CommandRunner, *, timeout_s: float | None = None
+    ) -> SuiteResult:
+        """See :func:`run_suite`."""
+        return run_suite(repo, runner, timeout_s=timeout_s)
+
+    def lint(
+        self, repo: Path, files: list[str], autocorrect: bool, runner: CommandRunner
+    ) -> list[LintOffense]:
+        """See :func:`lint`."""
+        return lint(repo, files, autocorrect, runner)
