@@ -1,0 +1,405 @@
+"""Find a repository's testable source files, their kinds, and the specs that cover them.
+
+Rules (the contract; tests/test_discovery.py exercises each one):
+
+ruby-rspec
+    Only ``*.rb`` under ``app/`` and ``lib/`` are sources. Kind by location: ``app/models`` model,
+    ``app/serializers`` serializer, ``app/controllers`` controller, ``app/mailers`` mailer,
+    ``app/helpers`` helper; the rest of ``app/`` (services, jobs, ...) and ``lib/`` plain ruby.
+    ``app/*/concerns/`` are modules mixed into others, so they are plain ruby too.
+    Skipped: ``app/assets``, ``app/views``, ``app/javascript``, ``app/channels/application_cable``,
+    every ``application_*.rb`` under ``app/`` (framework base classes: testing them means testing
+    Rails), ``lib/**/templates/`` (generator templates), and everything outside app/ and lib/
+    (config/, db/, bin/, spec/, test/, vendor/).
+    Specs: ``app/<dir>/x.rb`` -> ``spec/<dir>/x_spec.rb``; ``lib/x/y.rb`` ->
+    ``spec/lib/x/y_spec.rb`` (``spec/x/y_spec.rb``, the gem layout, also counts); a controller
+    ``app/controllers/admin/users_controller.rb`` -> ``spec/requests/admin/users_spec.rb``, with
+    ``spec/requests/admin/users_controller_spec.rb`` and
+    ``spec/controllers/admin/users_controller_spec.rb`` also counting. Every ``*_spec.rb`` below
+    the spec's stem directory (``spec/models/user/**/*_spec.rb``) belongs to the source too.
+
+python-pytest
+    ``src/`` layout when any ``src/**.py`` exists (everything under src/), else the flat layout:
+    top-level packages (directories with ``__init__.py``) and top-level modules. Skipped: tests/,
+    test/, docs/, migrations/, ``conftest.py``, ``setup.py``, ``test_*.py``/``*_test.py``, and
+    ``__init__.py`` files holding nothing but a docstring, imports, ``__all__``/``__version__``.
+    A non-trivial ``pkg/__init__.py`` is treated as a module named ``pkg``. For ``pkg/sub/mod.py``
+    these count as tests: ``tests/[<tail of pkg/sub>/]test_mod.py`` (also ``mod_test.py``),
+    ``tests/test_[<tail>_]mod.py``, and ``tests/[<tail>/]mod/**/test_*.py``, where the tail is
+    any trailing run of the package path (``sub``, ``pkg/sub``). ``expected_spec`` mirrors the
+    package tree when ``tests/`` already does (``tests/pkg/sub/test_mod.py`` if ``tests/pkg/``
+    exists, ``tests/sub/test_mod.py`` if ``tests/sub/`` does), else ``tests/test_mod.py``;
+    two sources that would share one new test file get ``tests/test_<pkg>_<sub>_mod.py`` instead.
+
+Ties: when one spec matches several sources, only the most specific matches keep it (an exact
+name beats a directory match; a longer mirrored package path beats a shorter one), so
+``spec/models/user/profile_spec.rb`` belongs to ``app/models/user/profile.rb`` when that exists.
+
+Files come from ``git ls-files`` (tracked plus untracked-not-ignored) in a git work tree, else a
+directory walk; both skip .git/, node_modules/, virtualenvs, caches and ``__pycache__`` at any
+depth, and vendor/, tmp/, log/, coverage/ at the top level.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import os
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import get_args
+
+from tasks.errors import BadInputError
+from tasks.types import MappedFile, Mapping, SourceFile, SourceKind, ToolchainName
+
+log = logging.getLogger(__name__)
+
+#: Skipped at any depth: tooling state, never source.
+SKIP_DIRS = frozenset(
+    {".git", ".venv", "venv", ".tox", ".bundle", "node_modules", "__pycache__", ".mypy_cache"}
+    | {".pytest_cache", ".ruff_cache"}
+)
+#: Skipped at the top level only, so that e.g. ``app/services/log/`` stays a source directory.
+SKIP_TOP_DIRS = frozenset({"vendor", "tmp", "log", "coverage"})
+_RAILS_KINDS = {
+    "models": SourceKind.MODEL,
+    "serializers": SourceKind.SERIALIZER,
+    "controllers": SourceKind.CONTROLLER,
+    "mailers": SourceKind.MAILER,
+    "helpers": SourceKind.HELPER,
+}
+_RAILS_SKIP = (
+    "app/assets/",
+    "app/views/",
+    "app/javascript/",
+    "app/channels/application_cable/",
+)
+_PY_SKIP_DIRS = frozenset({"tests", "test", "docs", "doc", "migrations"})
+_PY_SKIP_FILES = frozenset({"conftest.py", "setup.py", "noxfile.py"})
+_TOOLCHAINS: tuple[str, ...] = get_args(ToolchainName)
+
+# A match score: (exact name?, length of the mirrored package path). Higher wins.
+_Score = tuple[int, int]
+
+
+def detect_toolchain(repo: Path, override: str | None = None) -> ToolchainName:
+    """The repository's toolchain: the override when given, else detected from its files.
+
+    ruby-rspec needs a Gemfile and spec/; python-pytest needs pyproject.toml, setup.cfg or
+    setup.py and tests/. When both match, ruby-rspec wins (pass an override for the other).
+
+    Raises:
+        BadInputError: the repository is not a directory, the override is unknown, or neither
+            toolchain is recognised.
+    """
+    _check_repo(repo)
+    if override is not None:
+        if override not in _TOOLCHAINS:
+            raise BadInputError(
+                f"unknown toolchain {override!r} (expected one of {', '.join(_TOOLCHAINS)})"
+            )
+        return override  # type: ignore[return-value]
+    ruby = (repo / "Gemfile").is_file() and (repo / "spec").is_dir()
+    python = (
+        any((repo / n).is_file() for n in ("pyproject.toml", "setup.cfg", "setup.py"))
+        and (repo / "tests").is_dir()
+    )
+    if ruby:
+        if python:
+            log.info("%s: both ruby-rspec and python-pytest match; using ruby-rspec", repo)
+        return "ruby-rspec"
+    if python:
+        return "python-pytest"
+    raise BadInputError(
+        f"{repo}: no toolchain detected (ruby-rspec needs Gemfile + spec/, python-pytest needs "
+        "pyproject.toml/setup.cfg/setup.py + tests/); set AUTOPILOT_TOOLCHAIN to override"
+    )
+
+
+def list_files(repo: Path) -> list[str]:
+    """Every file of the repository as sorted POSIX paths relative to it, minus skipped dirs.
+
+    In a git work tree: tracked and untracked-but-not-ignored files (``.gitignore`` respected),
+    so freshly generated specs count before they are committed. Elsewhere: a directory walk.
+    """
+    _check_repo(repo)
+    files = _git_files(repo)
+    if files is None:
+        files = _walk_files(repo)
+    return sorted(f for f in files if not _skipped(PurePosixPath(f).parts[:-1]))
+
+
+def discover_sources(repo: Path, toolchain: ToolchainName) -> list[SourceFile]:
+    """The testable source files of `repo` under `toolchain`'s rules, sorted by path."""
+    return _discover(repo, toolchain, list_files(repo))
+
+
+def map_repo(repo: Path, toolchain: str | None = None) -> Mapping:
+    """Map every source file to its existing specs and the path a new spec would take.
+
+    Args:
+        repo: the repository root.
+        toolchain: an explicit toolchain name; detected from the repository when None.
+
+    Raises:
+        BadInputError: see :func:`detect_toolchain`.
+    """
+    chosen = detect_toolchain(repo, toolchain)
+    files = list_files(repo)
+    sources = _discover(repo, chosen, files)
+    plans = [
+        _ruby_plan(s.path) if chosen == "ruby-rspec" else _python_plan(s.path) for s in sources
+    ]
+    if chosen == "ruby-rspec":
+        specs = [f for f in files if f.startswith("spec/") and f.endswith("_spec.rb")]
+    else:
+        specs = [f for f in files if f.startswith("tests/") and _is_py_test(f)]
+        _python_expected(plans, files)
+    owners = _assign(plans, specs)
+    mapped = [
+        MappedFile(
+            source=s.path,
+            kind=s.kind,
+            specs=sorted(owners.get(s.path, [])),
+            expected_spec=p.expected,
+        )
+        for s, p in zip(sources, plans, strict=True)
+    ]
+    return Mapping(
+        toolchain=chosen,
+        files=mapped,
+        untested=[m.source for m in mapped if not m.specs],
+    )
+
+
+# --- listing ---------------------------------------------------------------------------------
+
+
+def _check_repo(repo: Path) -> None:
+    if not repo.is_dir():
+        raise BadInputError(f"{repo}: not a directory")
+
+
+def _git_files(repo: Path) -> list[str] | None:
+    """Files git knows (tracked + untracked, not ignored), or None when not a git work tree."""
+    try:
+        inside = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--is-inside-work-tree"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if inside.returncode != 0 or inside.stdout.strip() != "true":
+            return None
+        listed = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(repo),
+                "ls-files",
+                "-z",
+                "--cached",
+                "--others",
+                "--exclude-standard",
+            ],
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("%s: git ls-files failed (%s); walking the directory instead", repo, exc)
+        return None
+    # Paths are relative to `repo` even when it is a subdirectory of the work tree. Files
+    # deleted from the work tree but still in the index are gone for our purposes.
+    names = {n for n in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if n}
+    return [n for n in names if (repo / n).is_file()]
+
+
+def _skipped(dirs: tuple[str, ...]) -> bool:
+    return bool(SKIP_DIRS.intersection(dirs)) or (bool(dirs) and dirs[0] in SKIP_TOP_DIRS)
+
+
+def _walk_files(repo: Path) -> list[str]:
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(repo):
+        rel = Path(dirpath).relative_to(repo)
+        dirnames[:] = [d for d in dirnames if not _skipped((*rel.parts, d))]
+        out.extend(PurePosixPath(*rel.parts, f).as_posix() for f in filenames)
+    return out
+
+
+# --- sources ---------------------------------------------------------------------------------
+
+
+def _discover(repo: Path, toolchain: ToolchainName, files: list[str]) -> list[SourceFile]:
+    if toolchain == "ruby-rspec":
+        found = [(f, k) for f in files if (k := _ruby_kind(f)) is not None]
+    else:
+        found = [(f, SourceKind.PYTHON) for f in _python_sources(repo, files)]
+    return [SourceFile(path=f, kind=k, toolchain=toolchain) for f, k in sorted(found)]
+
+
+def _ruby_kind(path: str) -> SourceKind | None:
+    parts = PurePosixPath(path).parts
+    if not path.endswith(".rb") or len(parts) < 2 or parts[0] not in ("app", "lib"):
+        return None
+    if parts[0] == "lib":
+        return None if "templates" in parts else SourceKind.RUBY
+    if path.startswith(_RAILS_SKIP) or parts[-1].startswith("application_") or len(parts) < 3:
+        return None
+    if "concerns" in parts:
+        return SourceKind.RUBY
+    return _RAILS_KINDS.get(parts[1], SourceKind.RUBY)
+
+
+def _python_sources(repo: Path, files: list[str]) -> list[str]:
+    py = [f for f in files if f.endswith(".py")]
+    if any(f.startswith("src/") for f in py):
+        candidates = [f for f in py if f.startswith("src/")]
+    else:
+        packages = {
+            PurePosixPath(f).parts[0]
+            for f in py
+            if f.count("/") == 1 and f.endswith("/__init__.py")
+        }
+        candidates = [f for f in py if "/" not in f or PurePosixPath(f).parts[0] in packages]
+    # A package __init__ at the root of the tree has no module name to map from.
+    candidates = [f for f in candidates if f not in ("__init__.py", "src/__init__.py")]
+    return [f for f in candidates if _is_py_source(repo, f)]
+
+
+def _is_py_source(repo: Path, path: str) -> bool:
+    parts = PurePosixPath(path).parts
+    name = parts[-1]
+    if _PY_SKIP_DIRS.intersection(parts[:-1]) or name in _PY_SKIP_FILES or _is_py_test(path):
+        return False
+    return name != "__init__.py" or not _trivial_init(repo / path)
+
+
+def _is_py_test(path: str) -> bool:
+    name = PurePosixPath(path).name
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def _trivial_init(path: Path) -> bool:
+    """True for an ``__init__.py`` with only a docstring, imports, ``__all__``/``__version__``."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError) as exc:
+        log.info("%s: cannot parse (%s); kept as a source", path, exc)
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom | ast.Pass):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign | ast.AugAssign)
+            else []
+        )
+        if targets and all(
+            isinstance(t, ast.Name) and t.id in ("__all__", "__version__") for t in targets
+        ):
+            continue
+        return False
+    return True
+
+
+# --- specs -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Plan:
+    """Where the specs of one source may live, and where a new one goes."""
+
+    source: str
+    expected: str
+    exact: dict[str, _Score] = field(default_factory=dict)
+    dirs: dict[str, _Score] = field(default_factory=dict)  # "spec/models/user/" -> score
+    # Python only: the module name and its package path, for the expected-path decision.
+    module: str = ""
+    package: tuple[str, ...] = ()
+
+
+def _ruby_plan(source: str) -> _Plan:
+    parts = PurePosixPath(source).with_suffix("").parts
+    if parts[0] == "lib":
+        stems = ["spec/" + "/".join(parts), "spec/" + "/".join(parts[1:])]
+    elif parts[1] == "controllers" and "concerns" not in parts:
+        rest = "/".join(parts[2:])
+        short = rest.removesuffix("_controller")
+        stems = [f"spec/requests/{short}", f"spec/requests/{rest}", f"spec/controllers/{rest}"]
+    else:
+        stems = ["spec/" + "/".join(parts[1:])]
+    plan = _Plan(source=source, expected=f"{stems[0]}_spec.rb")
+    for stem in stems:
+        plan.exact.setdefault(f"{stem}_spec.rb", (1, 0))
+        plan.dirs.setdefault(f"{stem}/", (0, 0))
+    return plan
+
+
+def _python_plan(source: str) -> _Plan:
+    parts = PurePosixPath(source).with_suffix("").parts
+    if parts[0] == "src":
+        parts = parts[1:]
+    is_init = parts[-1] == "__init__"
+    if is_init:
+        parts = parts[:-1]
+    module, package = parts[-1], tuple(parts[:-1])
+    plan = _Plan(source=source, expected="", module=module, package=package)
+    for start in range(len(package) + 1):
+        tail = package[start:]
+        score = (1, len(tail))
+        folder = "".join(f"{p}/" for p in tail)
+        for name in (f"test_{module}.py", f"{module}_test.py"):
+            plan.exact.setdefault(f"tests/{folder}{name}", score)
+        plan.exact.setdefault(f"tests/test_{'_'.join((*tail, module))}.py", score)
+        if not is_init:
+            plan.dirs.setdefault(f"tests/{folder}{module}/", (0, len(tail)))
+    return plan
+
+
+def _python_expected(plans: list[_Plan], files: list[str]) -> None:
+    """Fill in expected paths: mirrored when tests/ mirrors the package, unique per source."""
+    test_dirs = {str(PurePosixPath(f).parent) for f in files if f.startswith("tests/")}
+    test_dirs |= {str(p) for d in list(test_dirs) for p in PurePosixPath(d).parents}
+    for plan in plans:
+        plan.expected = f"tests/test_{plan.module}.py"
+        for start in range(len(plan.package)):
+            if f"tests/{plan.package[start]}" in test_dirs:
+                tail = "/".join(plan.package[start:])
+                plan.expected = f"tests/{tail}/test_{plan.module}.py"
+                break
+    taken: dict[str, list[_Plan]] = {}
+    for plan in plans:
+        taken.setdefault(plan.expected, []).append(plan)
+    for clash in (group for group in taken.values() if len(group) > 1):
+        for plan in clash:
+            plan.expected = f"tests/test_{'_'.join((*plan.package, plan.module))}.py"
+
+
+def _assign(plans: Iterable[_Plan], specs: list[str]) -> dict[str, list[str]]:
+    """Give each spec to the sources that match it best (see the module docstring on ties)."""
+    exact: dict[str, list[tuple[_Score, str]]] = {}
+    dirs: dict[str, list[tuple[_Score, str]]] = {}
+    for plan in plans:
+        for path, score in plan.exact.items():
+            exact.setdefault(path, []).append((score, plan.source))
+        for prefix, score in plan.dirs.items():
+            dirs.setdefault(prefix, []).append((score, plan.source))
+    owners: dict[str, list[str]] = {}
+    for spec in specs:
+        matches = list(exact.get(spec, []))
+        for parent in PurePosixPath(spec).parents:
+            matches.extend(dirs.get(f"{parent}/", []))
+        if not matches:
+            continue
+        best = max(score for score, _ in matches)
+        for source in sorted({src for score, src in matches if score == best}):
+            owners.setdefault(source, []).append(spec)
+    return owners
