@@ -78,7 +78,8 @@ class Limits:
         """Options for `prlimit(1)`, applied to the command itself (not to bwrap)."""
         args = [
             f"--as={self.memory_mb * _MB}",
-            f"--cpu={self.cpu_for(timeout_s)}",
+            # Hard above soft: SIGXCPU (a nameable reason) first, SIGKILL only if ignored.
+            f"--cpu={self.cpu_for(timeout_s)}:{self.cpu_for(timeout_s) + 2}",
             f"--fsize={self.file_mb * _MB}",
             "--core=0",
         ]

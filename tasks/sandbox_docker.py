@@ -63,7 +63,7 @@ def docker_run_kwargs(
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
         "ulimits": [
-            Ulimit(name="cpu", soft=cpu, hard=cpu),
+            Ulimit(name="cpu", soft=cpu, hard=cpu + 2),
             Ulimit(name="fsize", soft=fsize, hard=fsize),
             Ulimit(name="core", soft=0, hard=0),
         ],
