@@ -1,0 +1,58 @@
+"""`autopilot map --repo PATH [--json]`: source -> spec mapping, file kinds, untested files.
+
+No Prefect import: mapping is a quick read-only look at a repository. The toolchain comes from
+the settings (``AUTOPILOT_TOOLCHAIN`` or the repository's autopilot.toml) when set, else it is
+detected from the repository's files.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tasks.config import load_settings
+from tasks.discovery import map_repo
+from tasks.errors import BadInputError
+from tasks.types import Mapping
+
+
+def _print_table(mapping: Mapping) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"Source -> spec mapping ({mapping.toolchain})")
+    for column in ("source", "kind", "specs", "status"):
+        table.add_column(column, overflow="fold")
+    for f in mapping.files:
+        status = "tested" if f.specs else f"untested -> {f.expected_spec}"
+        table.add_row(f.source, f.kind.value, "\n".join(f.specs) or "-", status)
+    console.print(table)
+    console.print(f"{len(mapping.files)} files, {len(mapping.untested)} untested")
+
+
+def run(repo: Path, json_out: bool) -> int:
+    """Map a repository's sources to their specs and print the result.
+
+    Args:
+        repo: The target repository.
+        json_out: Print one JSON document ``{"toolchain", "files", "untested"}`` on stdout,
+            each file being ``{"source", "kind", "specs", "expected_spec"}``.
+
+    Returns:
+        0 when mapped; 2 when the repository cannot be used (one line on stderr).
+    """
+    try:
+        if not repo.is_dir():
+            raise BadInputError(f"{repo}: not a directory")
+        mapping = map_repo(repo, load_settings(repo).toolchain)
+    except BadInputError as exc:
+        print(f"autopilot: error: {exc}", file=sys.stderr)
+        return 2
+    if json_out:
+        sys.stdout.write(json.dumps(mapping.model_dump(mode="json"), indent=2) + "\n")
+        sys.stdout.flush()
+    else:
+        _print_table(mapping)
+    return 0
