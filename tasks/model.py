@@ -236,7 +236,7 @@ class ModelClient:
         prompt: PromptMeta,
         about: str,
     ) -> tuple[M, CallRecord]:
-        """A reply validated against `schema`, requested as a strict JSON schema named `schema_name`.
+        """A reply validated against `schema`, requested as a strict JSON schema `schema_name`.
 
         Fenced JSON is accepted; invalid JSON or a schema mismatch is re-asked with the error.
 
@@ -391,7 +391,8 @@ class ModelClient:
             record.output_tokens += res.usage.completion_tokens or 0
         if not res.choices:
             raise ReplyFormatError(f"{record.about}: {record.role} reply has no choices")
-        return _text_of(res.choices[0].message.content)
+        message = res.choices[0].message
+        return _text_of(message.content if message is not None else None)
 
 
 def _text_of(content: Any) -> str:
@@ -403,7 +404,9 @@ def _text_of(content: Any) -> str:
     return "".join(c.text for c in content if isinstance(c, models.TextChunk))
 
 
-def prepare_messages(messages: Sequence[dict[str, Any] | Message], about: str) -> list[dict[str, str]]:
+def prepare_messages(
+    messages: Sequence[dict[str, Any] | Message], about: str
+) -> list[dict[str, str]]:
     """Plain, redacted message dicts that mention `about` (see the module docstring).
 
     Raises:

@@ -103,8 +103,10 @@ def check_test_path(path: str, allowed_roots: tuple[str, ...]) -> str:
     return norm
 
 
-def parse_files_reply(text: str, allowed_roots: tuple[str, ...] = ("spec/", "tests/")) -> dict[str, str]:
-    """Files from a generator/fixer reply: each a fenced block preceded by its path alone on a line.
+def parse_files_reply(
+    text: str, allowed_roots: tuple[str, ...] = ("spec/", "tests/")
+) -> dict[str, str]:
+    """Files from a generator/fixer reply: fenced blocks, each after its path alone on a line.
 
     The path line may wrap the path in backticks or bold, or prefix it with '#' or 'File:'.
     Code blocks without a path line before them (explanations, shell commands) are ignored.

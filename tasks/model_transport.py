@@ -98,7 +98,9 @@ def describe(exc: BaseException | None) -> str:
         return "no response"
     if isinstance(exc, errors.MistralError):
         body = " ".join((exc.body or "").split())[:160]
-        what = "malformed response body, " if isinstance(exc, errors.ResponseValidationError) else ""
+        what = (
+            "malformed response body, " if isinstance(exc, errors.ResponseValidationError) else ""
+        )
         return f"{what}HTTP {exc.status_code}" + (f": {body}" if body else "")
     if isinstance(exc, httpx2.TimeoutException):
         return f"timed out ({type(exc).__name__})"

@@ -98,7 +98,10 @@ def is_secret_path(path: str) -> bool:
     )
 
 
-_KEY_NAME = r"[A-Za-z0-9_.-]*(?:key|secret|token|passw(?:or)?d|passwd|pwd|credential|auth)[A-Za-z0-9_.-]*"
+_KEY_NAME = (
+    r"[A-Za-z0-9_.-]*(?:key|secret|token|passw(?:or)?d|passwd|pwd|credential|auth)"
+    r"[A-Za-z0-9_.-]*"
+)
 
 # Whole-token patterns: the match itself is the secret.
 _TOKEN_PATTERNS = [
