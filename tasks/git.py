@@ -37,9 +37,15 @@ class BranchExistsError(GitError):
 
 
 def _one_line(exc: GitCommandError) -> str:
+    """git's most telling line: the first `fatal:`/`error:` line, else the first line."""
     text = exc.stderr if isinstance(exc.stderr, str) and exc.stderr.strip() else str(exc)
-    lines = [ln.strip() for ln in text.strip().strip("'").splitlines() if ln.strip()]
-    return lines[-1].removeprefix("stderr: ").strip("'") if lines else "git failed"
+    lines = [ln.strip().removeprefix("stderr:").strip().strip("'") for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
+    for line in lines:
+        for prefix in ("fatal:", "error:"):
+            if line.startswith(prefix):
+                return line.removeprefix(prefix).strip()
+    return lines[0] if lines else "git failed"
 
 
 def open_repo(repo: Path) -> Repo:
@@ -244,6 +250,8 @@ def push_branch(repo: Path, branch: str, remote: str = "origin") -> None:
             ]
         )
     except GitCommandError as exc:
-        raise GitError(
-            f"{repo}: push of {branch!r} to {remote!r} failed: {_one_line(exc)}"
-        ) from None
+        # --porcelain reports a rejected ref on stdout as "!<TAB>src:dst<TAB>[rejected] (why)".
+        out = exc.stdout if isinstance(exc.stdout, str) else ""
+        rejected = [ln.split("\t")[-1] for ln in out.splitlines() if ln.startswith("!")]
+        reason = rejected[0] if rejected else _one_line(exc)
+        raise GitError(f"{repo}: push of {branch!r} to {remote!r} failed: {reason}") from None

@@ -270,7 +270,7 @@ def test_push_branch(repo: Path, tmp_path: Path) -> None:
     # Someone else moved the remote branch: our push is rejected, never forced.
     other = commit_files_to_new_branch(repo, "HEAD", "elsewhere", {"o.txt": b"o\n"}, "o")
     git(repo, "push", "-q", "--force", "origin", f"{other}:refs/heads/autopilot/x")
-    with pytest.raises(GitError, match="push of 'autopilot/x' to 'origin' failed"):
+    with pytest.raises(GitError, match=r"push of 'autopilot/x' to 'origin' failed: .*rejected"):
         push_branch(repo, "autopilot/x")
     assert git(remote, "rev-parse", "autopilot/x").strip() == other
     with pytest.raises(GitError, match="nowhere"):
