@@ -33,6 +33,7 @@ def _rails(root: Path) -> Path:
         "spec/models/user_spec.rb",
         "spec/controllers/admin/users_controller_spec.rb",
         "app/services/billing.rb",
+        "app/services/[odd].rb",
     ):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text("")
@@ -60,13 +61,19 @@ def test_json_document(tmp_path: Path) -> None:
                 "expected_spec": "spec/models/user_spec.rb",
             },
             {
+                "source": "app/services/[odd].rb",
+                "kind": "ruby",
+                "specs": [],
+                "expected_spec": "spec/services/[odd]_spec.rb",
+            },
+            {
                 "source": "app/services/billing.rb",
                 "kind": "ruby",
                 "specs": [],
                 "expected_spec": "spec/services/billing_spec.rb",
             },
         ],
-        "untested": ["app/services/billing.rb"],
+        "untested": ["app/services/[odd].rb", "app/services/billing.rb"],
     }
 
 
@@ -76,8 +83,11 @@ def test_table_and_summary(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "app/models/user.rb" in out and "spec/models/user_spec.rb" in out
-    assert "untested -> spec/services/billing_spec.rb" in out
-    assert out.strip().splitlines()[-1] == "3 files, 1 untested"
+    row = next(line for line in out.splitlines() if "app/services/billing.rb" in line)
+    assert "untested" in row and "new: spec/services/billing_spec.rb" in row
+    # A file name that looks like rich markup is printed as it is.
+    assert "app/services/[odd].rb" in out
+    assert out.strip().splitlines()[-1] == "4 files, 2 untested"
 
 
 @pytest.mark.slow

@@ -20,16 +20,19 @@ from tasks.types import Mapping
 def _print_table(mapping: Mapping) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console()
     table = Table(title=f"Source -> spec mapping ({mapping.toolchain})")
     for column in ("source", "kind", "specs", "status"):
         table.add_column(column, overflow="fold")
     for f in mapping.files:
-        status = "tested" if f.specs else f"untested -> {f.expected_spec}"
-        table.add_row(f.source, f.kind.value, "\n".join(f.specs) or "-", status)
+        # Text, not markup: file names come from the repository and may contain "[".
+        specs = Text("\n".join(f.specs)) if f.specs else Text(f"new: {f.expected_spec}", "dim")
+        status = "tested" if f.specs else "untested"
+        table.add_row(Text(f.source), f.kind.value, specs, status)
     console.print(table)
-    console.print(f"{len(mapping.files)} files, {len(mapping.untested)} untested")
+    console.print(f"{len(mapping.files)} files, {len(mapping.untested)} untested", markup=False)
 
 
 def run(repo: Path, json_out: bool) -> int:
