@@ -25,6 +25,7 @@ import hashlib
 import logging
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -116,12 +117,24 @@ def _split_front_matter(text: str) -> tuple[str | None, str]:
 
 
 class _Loader(jinja2.FileSystemLoader):
-    """File loader that hides the front matter from Jinja."""
+    """File loader that hides the front matter from Jinja.
+
+    A cached partial counts as up to date only while the file's content is unchanged (not its
+    mtime, which can stay equal across quick edits), so a render never uses stale text whose
+    replacement is already part of the prompt's hash.
+    """
 
     def get_source(
         self, environment: jinja2.Environment, template: str
-    ) -> tuple[str, str | None, Any]:
-        source, filename, uptodate = super().get_source(environment, template)
+    ) -> tuple[str, str, Callable[[], bool]]:
+        source, filename, _ = super().get_source(environment, template)
+
+        def uptodate() -> bool:
+            try:
+                return Path(filename).read_text(encoding="utf-8") == source
+            except OSError:
+                return False
+
         return _split_front_matter(source)[1], filename, uptodate
 
 
@@ -131,12 +144,14 @@ def fenced(text: str, lang: str = "") -> str:
     Untrusted text containing ``` must not be able to close the fence early and pose as
     prompt instructions.
     """
+    text = str(text)  # a StrictUndefined raises here, naming the missing variable
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{text.rstrip(chr(10))}\n{fence}"
 
 
 _envs: dict[Path, jinja2.Environment] = {}
+_asts: dict[str, Any] = {}
 _compiled: dict[tuple[Path, str], jinja2.Template] = {}
 _lock = threading.Lock()
 
@@ -145,8 +160,6 @@ def _environment(directory: Path) -> jinja2.Environment:
     with _lock:
         env = _envs.get(directory)
         if env is None:
-            # cache_size=0: partials are re-read on every use, so an edited partial can never
-            # be served stale while its new text is already part of the hash.
             env = jinja2.Environment(
                 loader=_Loader(str(directory)),
                 undefined=jinja2.StrictUndefined,
@@ -154,11 +167,23 @@ def _environment(directory: Path) -> jinja2.Environment:
                 keep_trailing_newline=True,
                 trim_blocks=True,
                 lstrip_blocks=True,
-                cache_size=0,
+                auto_reload=True,
             )
             env.filters["fenced"] = fenced
             _envs[directory] = env
         return env
+
+
+def _parse(env: jinja2.Environment, text: str) -> Any:
+    """Parse a template body once per distinct text (parsing is the slow part of validation)."""
+    key = hashlib.sha256(text.encode()).hexdigest()
+    with _lock:
+        ast = _asts.get(key)
+    if ast is None:
+        ast = env.parse(text)
+        with _lock:
+            _asts[key] = ast
+    return ast
 
 
 def _resolve_dir(directory: Path | None) -> Path:
@@ -171,7 +196,11 @@ def _hash_with_partials(env: jinja2.Environment, directory: Path, name: str, tex
     seen: set[str] = set()
     pending = [text]
     while pending:
-        ast = env.parse(_split_front_matter(pending.pop())[1])
+        try:
+            ast = _parse(env, _split_front_matter(pending.pop())[1])
+        except jinja2.TemplateSyntaxError as exc:
+            where = exc.name or name
+            raise PromptError(f"prompt {where}: line {exc.lineno}: {exc.message}") from exc
         for ref in sorted(r for r in jinja2.meta.find_referenced_templates(ast) if r):
             if ref in seen:
                 continue
@@ -244,7 +273,7 @@ def _compile(
 
 def _check_variables(prompt: PromptTemplate, env: jinja2.Environment) -> None:
     body = _split_front_matter(prompt.text)[1]
-    used = jinja2.meta.find_undeclared_variables(env.parse(body))
+    used = jinja2.meta.find_undeclared_variables(_parse(env, body))
     declared = set(prompt.variables)
     problems = []
     if used - declared:
@@ -282,8 +311,8 @@ def validate_all(directory: Path | None = None) -> list[PromptTemplate]:
     env = _environment(root)
     errors: list[str] = []
     prompts: list[PromptTemplate] = []
-    for path in sorted(root.glob(f"*{SUFFIX}")):
-        name = path.name[: -len(SUFFIX)]
+    names = [path.name[: -len(SUFFIX)] for path in sorted(root.glob(f"*{SUFFIX}"))]
+    for name, path in ((n, root / f"{n}{SUFFIX}") for n in names):
         try:
             if name.startswith("_"):
                 ast = env.parse(path.read_text(encoding="utf-8"))
@@ -298,16 +327,12 @@ def validate_all(directory: Path | None = None) -> list[PromptTemplate]:
             errors.append(f"partial {name}: line {exc.lineno}: {exc.message}")
         except PromptError as exc:
             errors.append(str(exc))
-    missing = sorted(set(REQUIRED_PROMPTS) - {p.name for p in prompts} - _broken(errors))
+    missing = sorted(set(REQUIRED_PROMPTS) - set(names))
     errors.extend(f"prompt {m}: missing ({m}{SUFFIX} not in {root})" for m in missing)
     if errors:
         raise PromptError("; ".join(errors))
     logger.debug("validated %d prompts in %s", len(prompts), root)
     return prompts
-
-
-def _broken(errors: list[str]) -> set[str]:
-    return {e.split(":", 1)[0].removeprefix("prompt ") for e in errors}
 
 
 def render(name: str, /, prompts_dir: Path | None = None, **variables: Any) -> RenderedPrompt:
@@ -341,8 +366,9 @@ def render(name: str, /, prompts_dir: Path | None = None, **variables: Any) -> R
     try:
         system = "".join(template.blocks["system"](context)).strip()
         user = "".join(template.blocks["user"](context)).strip()
-    except jinja2.UndefinedError as exc:
-        raise PromptError(f"prompt {name}: {exc.message}") from exc
+    except (jinja2.UndefinedError, TypeError) as exc:
+        # A value of the wrong shape (a missing key, None where text is expected).
+        raise PromptError(f"prompt {name}: {exc}") from exc
     if str(variables["path"]) not in system + user:
         raise PromptError(f"prompt {name}: rendered text does not contain the path")
     return RenderedPrompt(meta=prompt.meta, system=system, user=user)

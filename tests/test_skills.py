@@ -83,7 +83,9 @@ def test_examples_parse(path: Path, tmp_path: Path) -> None:
 def test_ruby_syntax_check_catches_missing_parenthesis(tmp_path: Path) -> None:
     # The check above must be able to fail: the mission's "missing parenthesis" spec.
     file = tmp_path / "broken_spec.rb"
-    file.write_text('RSpec.describe User do\n  it "x" do\n    expect(user.name.to eq("a")\n  end\nend\n')
+    file.write_text(
+        'RSpec.describe User do\n  it "x" do\n    expect(user.name.to eq("a")\n  end\nend\n'
+    )
     proc = subprocess.run(["ruby", "-c", str(file)], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
 
@@ -212,9 +214,9 @@ def test_writes_scope() -> None:
     assert by["ruby-plain"].may_write("spec/lib/x/y_spec.rb")
     assert by["python-module"].may_write("tests/test_pricing.py")
     assert not by["python-module"].may_write("src/shop/pricing.py")
-    assert all(
-        w.startswith(("spec/", "tests/")) for s in by.values() for w in s.meta.writes
-    ), "skills may only write under the test trees"
+    assert all(w.startswith(("spec/", "tests/")) for s in by.values() for w in s.meta.writes), (
+        "skills may only write under the test trees"
+    )
 
 
 @pytest.mark.parametrize(
@@ -261,7 +263,7 @@ def test_hash_changes_with_text(tmp_path: Path) -> None:
         (lambda t: t.split("---\n", 2)[2], r"rails-mailer.md: does not start with"),
         (lambda t: t.replace("## Scope", "## Files"), r"missing section '## Scope'"),
         (lambda t: t.replace("```ruby", "```text"), r"no ```ruby example"),
-        (lambda t: t.replace("version: \"1.0.0\"\n", ""), r"rails-mailer.md: invalid front"),
+        (lambda t: t.replace('version: "1.0.0"\n', ""), r"rails-mailer.md: invalid front"),
     ],
 )
 def test_broken_skill_fails_at_load(tmp_path: Path, edit: object, message: str) -> None:
