@@ -77,6 +77,7 @@ class Toolchain(ABC):
         runner: CommandRunner,
         *,
         timeout_s: float | None = None,
+        reports_dir: Path | None = None,
     ) -> ValidationResult:
         """Run the given test files with coverage and report on `target`.
 
@@ -86,11 +87,17 @@ class Toolchain(ABC):
             target: repository-relative source file whose coverage is reported, or None.
             runner: how commands run (a sandbox).
             timeout_s: wall-clock limit for the test command (None: the runner's default).
+            reports_dir: when given, the run's raw reports are copied there (for archiving).
         """
 
     @abstractmethod
     def run_suite(
-        self, repo: Path, runner: CommandRunner, *, timeout_s: float | None = None
+        self,
+        repo: Path,
+        runner: CommandRunner,
+        *,
+        timeout_s: float | None = None,
+        reports_dir: Path | None = None,
     ) -> SuiteResult:
         """Run the whole suite with coverage of every source file."""
 
@@ -120,6 +127,16 @@ def scratch_dir(repo: Path) -> Path:
     return run_dir
 
 
+def keep_reports(run_dir: Path, reports_dir: Path) -> None:
+    """Copy one run's reports (not the helper scripts) to `reports_dir`, keeping their names."""
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    for item in run_dir.iterdir():
+        if item.is_dir():
+            shutil.copytree(item, reports_dir / item.name, dirs_exist_ok=True)
+        elif item.suffix != ".rb":
+            shutil.copy2(item, reports_dir / item.name)
+
+
 def remove_scratch(run_dir: Path) -> None:
     """Delete one run's scratch directory (best effort: a leftover is harmless)."""
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -129,3 +146,14 @@ def tail(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     """The last `limit` characters of `text`, stripped: errors are at the end of tool output."""
     text = text.strip()
     return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def relative_path(path: str, repo: Path) -> str:
+    """`path` relative to `repo` when it lies inside it, else unchanged (POSIX form)."""
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return p.relative_to(repo.resolve()).as_posix()
+        except ValueError:
+            return path
+    return p.as_posix()

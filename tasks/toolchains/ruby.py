@@ -26,6 +26,8 @@ from tasks.toolchains.base import (
     SuiteResult,
     Toolchain,
     ToolchainError,
+    keep_reports,
+    relative_path,
     remove_scratch,
     scratch_dir,
     tail,
@@ -79,6 +81,7 @@ def run_specs(
     runner: CommandRunner,
     *,
     timeout_s: float | None = None,
+    reports_dir: Path | None = None,
 ) -> ValidationResult:
     """Run spec files with SimpleCov and report the examples and `target`'s coverage.
 
@@ -87,19 +90,26 @@ def run_specs(
         specs: repository-relative spec files; empty runs the whole suite.
         target: repository-relative source file whose coverage is reported, or None.
         runner: the sandbox runner.
+        reports_dir: when given, the raw reports of the run are copied there (for archiving).
         timeout_s: wall-clock limit for the rspec command (None: the runner's default).
 
     Returns:
         The ValidationResult; ``loaded`` is False (with RSpec's error text) when a spec file
         cannot be loaded, and no example then counts as passed.
     """
-    result, _ = _run(repo, specs, target, runner, timeout_s=timeout_s)
+    result, _ = _run(repo, specs, target, runner, timeout_s=timeout_s, reports_dir=reports_dir)
     return result
 
 
-def run_suite(repo: Path, runner: CommandRunner, *, timeout_s: float | None = None) -> SuiteResult:
+def run_suite(
+    repo: Path,
+    runner: CommandRunner,
+    *,
+    timeout_s: float | None = None,
+    reports_dir: Path | None = None,
+) -> SuiteResult:
     """Run the whole suite with the coverage of every file under app/ and lib/."""
-    result, files = _run(repo, [], None, runner, timeout_s=timeout_s)
+    result, files = _run(repo, [], None, runner, timeout_s=timeout_s, reports_dir=reports_dir)
     return SuiteResult(validation=result, files=files)
 
 
@@ -110,6 +120,7 @@ def _run(
     runner: CommandRunner,
     *,
     timeout_s: float | None,
+    reports_dir: Path | None,
 ) -> tuple[ValidationResult, dict[str, FileCoverage]]:
     repo = repo.resolve()
     run_dir = scratch_dir(repo)
@@ -133,6 +144,8 @@ def _run(
         files = _coverage(repo, coverage_dir / ".resultset.json")
         if target is not None:
             result.coverage = files.get(target)
+        if reports_dir is not None:
+            keep_reports(run_dir, reports_dir)
         return result, files
     finally:
         remove_scratch(run_dir)
@@ -165,11 +178,12 @@ def parse_rspec_run(repo: Path, json_out: Path, cmd: CommandResult) -> Validatio
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as exc:
         why = cmd.reason or f"no usable RSpec JSON report ({exc.__class__.__name__})"
-        base.load_error = f"rspec exited {cmd.exit_code}: {why}" + (f"\n{output}" if output else "")
+        base.load_error = f"rspec exited {cmd.exit_code}: {why}\n{output}".strip()
         return base
     base.examples = [_example(repo, e) for e in data.get("examples") or [] if isinstance(e, dict)]
-    summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
-    outside = int(summary.get("errors_outside_of_examples_count") or 0)
+    raw_summary = data.get("summary")
+    summary: dict[str, Any] = raw_summary if isinstance(raw_summary, dict) else {}
+    outside = _number(summary.get("errors_outside_of_examples_count"))
     messages = [m for m in data.get("messages") or [] if isinstance(m, str) and m.strip()]
     if outside or (cmd.exit_code != 0 and not base.examples):
         text = "\n".join(m.strip() for m in messages) or output or f"rspec exited {cmd.exit_code}"
@@ -205,12 +219,19 @@ def _example(repo: Path, raw: dict[str, Any]) -> TestCaseResult:
         file=file,
         line=raw.get("line_number") if isinstance(raw.get("line_number"), int) else None,
         status=status,
-        duration=float(raw.get("run_time") or 0.0),
+        duration=_number(raw.get("run_time")),
         message=message,
         error_type=error_type,
         trace=trace,
         locations=locations,
     )
+
+
+def _number(value: Any) -> float:
+    """A number from an untrusted report field; anything else counts as 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value)
 
 
 def lint(
@@ -245,7 +266,7 @@ def parse_rubocop_json(text: str, repo: Path) -> list[LintOffense]:
         raise ToolchainError(f"rubocop printed no JSON report: {tail(text, 300)!r}")
     offenses: list[LintOffense] = []
     for entry in data["files"]:
-        path = _relative(str(entry.get("path", "")), repo)
+        path = relative_path(str(entry.get("path", "")), repo)
         for off in entry.get("offenses") or []:
             if off.get("corrected"):
                 continue
@@ -263,16 +284,6 @@ def parse_rubocop_json(text: str, repo: Path) -> list[LintOffense]:
     return offenses
 
 
-def _relative(path: str, repo: Path) -> str:
-    p = Path(path)
-    if p.is_absolute():
-        try:
-            return p.relative_to(repo.resolve()).as_posix()
-        except ValueError:
-            return path
-    return p.as_posix()
-
-
 class RubyRspecToolchain(Toolchain):
     """ruby-rspec: RSpec + SimpleCov + RuboCop."""
 
@@ -286,15 +297,21 @@ class RubyRspecToolchain(Toolchain):
         runner: CommandRunner,
         *,
         timeout_s: float | None = None,
+        reports_dir: Path | None = None,
     ) -> ValidationResult:
         """See :func:`run_specs`."""
-        return run_specs(repo, specs, target, runner, timeout_s=timeout_s)
+        return run_specs(repo, specs, target, runner, timeout_s=timeout_s, reports_dir=reports_dir)
 
     def run_suite(
-        self, repo: Path, runner: CommandRunner, *, timeout_s: float | None = None
+        self,
+        repo: Path,
+        runner: CommandRunner,
+        *,
+        timeout_s: float | None = None,
+        reports_dir: Path | None = None,
     ) -> SuiteResult:
         """See :func:`run_suite`."""
-        return run_suite(repo, runner, timeout_s=timeout_s)
+        return run_suite(repo, runner, timeout_s=timeout_s, reports_dir=reports_dir)
 
     def lint(
         self, repo: Path, files: list[str], autocorrect: bool, runner: CommandRunner
