@@ -138,12 +138,16 @@ def check_spec(path: str, text: str, language: SpecLanguage) -> StaticVerdict:
     Raises:
         BadInputError: The language is not one of "ruby" or "python".
     """
-    if language == "ruby":
-        findings, examples = static_ruby.analyse(path, text)
-    elif language == "python":
-        findings, examples = static_python.analyse(path, text)
-    else:
+    if language not in ("ruby", "python"):
         raise BadInputError(f"{path}: unsupported spec language {language!r}")
+    analyse = static_ruby.analyse if language == "ruby" else static_python.analyse
+    try:
+        findings, examples = analyse(path, text)
+    except (RecursionError, MemoryError):
+        # Hostile or machine-generated input nested deeper than any real test: refuse it
+        # as unparseable rather than crash the run that checks many files.
+        msg = "the file is nested too deeply to parse; treated as not loadable"
+        findings, examples = [Finding(path=path, line=1, rule="syntax", message=msg)], 0
     if examples == 0 and not any(f.rule == "syntax" for f in findings):
         findings = [
             Finding(path=path, line=1, rule="no-examples", message="no example or test found"),

@@ -230,6 +230,9 @@ def analyse(path: str, text: str) -> tuple[list[Finding], int]:
     except SyntaxError as exc:
         msg = f"the file does not parse as Python: {exc.msg}"
         return [Finding(path=path, line=exc.lineno or 1, rule="syntax", message=msg)], 0
+    except ValueError as exc:  # e.g. null bytes, which Python 3.11 reports as ValueError
+        msg = f"the file does not parse as Python: {exc}"
+        return [Finding(path=path, line=1, rule="syntax", message=msg)], 0
     findings = _file_findings(path, tree)
     tests = 0
     for fn in _test_functions(tree):

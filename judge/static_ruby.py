@@ -127,21 +127,24 @@ def _args(node: Node) -> list[Node]:
 
 def _matcher_roots(node: Node) -> Iterator[Node]:
     """The matchers in `to(...)`'s argument, looking through compound `.and`/`.or`/`&`/`|`."""
-    if node.type == "call" and _method(node) in ("and", "or"):
-        receiver = node.child_by_field_name("receiver")
-        if receiver is not None:
-            yield from _matcher_roots(receiver)
-        for arg in _args(node):
-            yield from _matcher_roots(arg)
-    elif node.type == "binary" and _text(node.child_by_field_name("operator")) in ("&", "|"):
-        for side in ("left", "right"):
-            child = node.child_by_field_name(side)
-            if child is not None:
-                yield from _matcher_roots(child)
-    elif node.type == "parenthesized_statements" and node.named_children:
-        yield from _matcher_roots(node.named_children[-1])
-    else:
-        yield node
+    # Iterative: a hostile spec can chain thousands of `.and`.
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.type == "call" and _method(current) in ("and", "or"):
+            receiver = current.child_by_field_name("receiver")
+            parts = ([receiver] if receiver is not None else []) + _args(current)
+            stack.extend(reversed(parts))
+        elif current.type == "binary" and _text(current.child_by_field_name("operator")) in (
+            "&",
+            "|",
+        ):
+            sides = [current.child_by_field_name(s) for s in ("left", "right")]
+            stack.extend(reversed([s for s in sides if s is not None]))
+        elif current.type == "parenthesized_statements" and current.named_children:
+            stack.append(current.named_children[-1])
+        else:
+            yield current
 
 
 def _expectations(root: Node) -> Iterator[tuple[str, Node]]:

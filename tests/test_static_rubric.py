@@ -536,3 +536,16 @@ def test_smoke_over_the_example_projects() -> None:
         assert "syntax" not in rules_of(verdict), (path, verdict.findings)
         assert 0.0 <= verdict.score <= 1.0
         assert rules_of(verdict) <= set(RULES)
+
+
+def test_hostile_input_becomes_a_syntax_finding_not_a_crash() -> None:
+    deep_python = "def test_a():\n    assert " + "+".join(["a"] * 20000) + " == 1\n"
+    null_python = "\x00def test_a():\n    assert 1 == 1\n"
+    for text in (deep_python, null_python):
+        verdict = check_spec("tests/test_x.py", text, "python")
+        assert [f.rule for f in verdict.findings] == ["syntax"]
+        assert verdict.score == 0.0
+    long_chain = ruby_example("expect(t.n).to " + ".and ".join(["be_truthy"] * 3000))
+    verdict = check_spec("spec/t_spec.rb", long_chain, "ruby")
+    assert len(verdict.findings) == 3000
+    assert {f.rule for f in verdict.findings} == {"vague-matcher"}
