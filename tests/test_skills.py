@@ -279,3 +279,19 @@ def test_kind_without_skill_fails_at_load(tmp_path: Path) -> None:
     (root / "rails-helper.md").unlink()
     with pytest.raises(SkillError, match=r"kind helper: 0 skills"):
         load_skills(root)
+
+
+@pytest.mark.parametrize("example", ["rails_shop", "py_inventory"])
+def test_skills_agree_with_the_mapping_of_the_example_repos(example: str) -> None:
+    # The mapping decides kinds by location; the skills' globs must agree with it, and every
+    # spec the mapping expects or finds must be a file the chosen skill may write.
+    from tasks.discovery import map_repo
+
+    skills = load_skills()
+    mapping = map_repo(Path(__file__).resolve().parents[1] / "examples" / example)
+    assert mapping.files
+    for mapped in mapping.files:
+        by_kind = choose_skill(mapped.source, mapped.kind, skills=skills)
+        assert choose_skill(mapped.source, skills=skills).name == by_kind.name, mapped.source
+        for spec in [mapped.expected_spec, *mapped.specs]:
+            assert by_kind.may_write(spec), f"{by_kind.name} may not write {spec}"
