@@ -36,18 +36,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.errors import ArchiveError, ConfigError
 
-__all__ = [
-    "Archive",
-    "ArchiveError",
-    "Manifest",
-    "ManifestEntry",
-    "RetryPolicy",
-    "RunArchive",
-    "open_archive",
-    "sync_spool",
-    "validate_relpath",
-]
-
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
@@ -186,44 +174,46 @@ class S3Store:
     def describe(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _call(
+        self, verb: str, key: str, fn: Callable[[], T], absent: tuple[int, ...] = ()
+    ) -> T | None:
+        """`fn()` with bounded retries; None when S3 answers with one of the `absent` statuses.
+
+        Raises:
+            StoreUnavailable: connection failures or 5xx after all attempts, or any other error
+                answer (403, missing bucket): the caller spools rather than loses the object.
+        """
         from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
 
-        delay = self.retry.base_delay_s
+        what, delay = f"{verb} {self.describe(key)}", self.retry.base_delay_s
         for attempt in range(1, self.retry.attempts + 1):
             try:
                 return fn()
             except ClientError as exc:
                 status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-                code = exc.response.get("Error", {}).get("Code", "")
+                code = exc.response.get("Error", {}).get("Code", "") or str(status)
+                if status in absent:
+                    return None
                 if status < 500 and "Throttl" not in code and code != "SlowDown":
-                    raise  # a real answer (404, 412, 403): the caller decides
-                reason = f"{code or status}"
-            except (ConnectionError, HTTPClientError) as exc:
+                    raise StoreUnavailable(f"{what}: {code}") from None
+                reason = code
+            except (ConnectionError, HTTPClientError) as exc:  # dropped, refused, timed out
                 reason = str(exc).splitlines()[0]
             except BotoCoreError as exc:  # credentials, configuration: retrying will not help
-                raise StoreUnavailable(f"{what}: {exc}") from None
+                raise StoreUnavailable(f"{what}: {str(exc).splitlines()[0]}") from None
             if attempt < self.retry.attempts:
-                log.debug("S3 %s failed (%s); retry %d in %.2f s", what, reason, attempt, delay)
+                log.debug("%s failed (%s); retry %d in %.2f s", what, reason, attempt, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, self.retry.max_delay_s)
         raise StoreUnavailable(f"{what}: {reason} after {self.retry.attempts} attempts")
 
-    def _unavailable(self, what: str, exc: Exception) -> StoreUnavailable:
-        return StoreUnavailable(f"{what}: {str(exc).splitlines()[0]}")
-
     def sha256_of(self, key: str) -> str | None:
-        from botocore.exceptions import ClientError
-
-        try:
-            head = self._call(
-                f"HEAD {self.describe(key)}",
-                lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key)),
-            )
-        except ClientError as exc:
-            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
-                return None
-            raise self._unavailable(f"HEAD {self.describe(key)}", exc) from None
+        k = self._key(key)
+        head = self._call(
+            "HEAD", key, lambda: self.client.head_object(Bucket=self.bucket, Key=k), (404,)
+        )
+        if head is None:
+            return None
         sha = head.get("Metadata", {}).get("sha256")
         if sha:
             return str(sha)
@@ -232,56 +222,42 @@ class S3Store:
 
     def create(self, key: str, data: bytes, sha256: str, content_type: str) -> str | None:
         """Upload `key` unless it exists; return the existing object's sha256 if it did."""
-        from botocore.exceptions import ClientError
-
         existing = self.sha256_of(key)
         if existing is not None:
             return existing
-        try:
-            # If-None-Match makes a racing second writer fail instead of overwriting.
-            self._call(
-                f"PUT {self.describe(key)}",
-                lambda: self.client.put_object(
-                    Bucket=self.bucket,
-                    Key=self._key(key),
-                    Body=data,
-                    ContentType=content_type,
-                    Metadata={"sha256": sha256},
-                    IfNoneMatch="*",
-                ),
-            )
-        except ClientError as exc:
-            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") in (409, 412):
-                return self.sha256_of(key)
-            raise self._unavailable(f"PUT {self.describe(key)}", exc) from None
-        return None
+        k = self._key(key)
+        # If-None-Match makes a racing second writer fail (412) instead of overwriting.
+        done = self._call(
+            "PUT",
+            key,
+            lambda: self.client.put_object(
+                Bucket=self.bucket,
+                Key=k,
+                Body=data,
+                ContentType=content_type,
+                Metadata={"sha256": sha256},
+                IfNoneMatch="*",
+            ),
+            (409, 412),
+        )
+        return self.sha256_of(key) if done is None else None
 
     def get(self, key: str) -> bytes | None:
-        from botocore.exceptions import ClientError
-
-        try:
-            obj = self._call(
-                f"GET {self.describe(key)}",
-                lambda: self.client.get_object(Bucket=self.bucket, Key=self._key(key)),
-            )
-            return bytes(obj["Body"].read())
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                return None
-            raise self._unavailable(f"GET {self.describe(key)}", exc) from None
+        k = self._key(key)
+        obj = self._call(
+            "GET", key, lambda: self.client.get_object(Bucket=self.bucket, Key=k), (404,)
+        )
+        return None if obj is None else bytes(obj["Body"].read())
 
     def replace(self, key: str, data: bytes, content_type: str) -> None:
-        from botocore.exceptions import ClientError
-
-        try:
-            self._call(
-                f"PUT {self.describe(key)}",
-                lambda: self.client.put_object(
-                    Bucket=self.bucket, Key=self._key(key), Body=data, ContentType=content_type
-                ),
-            )
-        except ClientError as exc:
-            raise self._unavailable(f"PUT {self.describe(key)}", exc) from None
+        k = self._key(key)
+        self._call(
+            "PUT",
+            key,
+            lambda: self.client.put_object(
+                Bucket=self.bucket, Key=k, Body=data, ContentType=content_type
+            ),
+        )
 
 
 class SpoolSync(BaseModel):
