@@ -21,7 +21,7 @@ M = TypeVar("M", bound=BaseModel)
 _FENCE_OPEN = re.compile(r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\s`]*)[^`]*$")
 # A path line: optional '#'s, 'File:'/'Path:', bold or backticks around the path, a trailing colon.
 _PATH_LINE = re.compile(
-    r"^\s*(?:#+\s*)?(?:(?:\*\*|__)?(?:file|path)(?:\*\*|__)?\s*:\s*)?"
+    r"^\s*(?:#+\s*)?(?:(?:\*\*|__)?(?:file|path)(?:\*\*|__)?\s*:(?:\*\*|__)?\s*)?"
     r"(?P<wrap>\*\*|__|`)?(?P<path>[^\s`*]+?)(?P=wrap)?\s*:?\s*$",
     re.IGNORECASE,
 )
