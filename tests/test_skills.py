@@ -21,7 +21,7 @@ from tasks.skills import (
 )
 from tasks.types import SourceFile, SourceKind
 
-SKILL_FILES = sorted(default_skills_dir().glob("*.md"))
+SKILL_FILES = sorted(p for p in default_skills_dir().glob("*.md") if p.name != "README.md")
 EXPECTED = {
     "rails-model": SourceKind.MODEL,
     "rails-serializer": SourceKind.SERIALIZER,
