@@ -5,8 +5,9 @@ The rule ids and their weights live in judge/static.py; this module only finds t
 Decisions worth knowing:
 - Tests are what pytest collects by default: `test*` functions at module level and `test*`
   methods of `Test*` classes or of `unittest.TestCase` subclasses.
-- An assertion is an `assert` statement, `pytest.raises`/`pytest.warns`, or a call to anything
-  named `assert*` (`mock.assert_called_once_with`, `self.assertEqual`, project helpers).
+- An assertion is an `assert` statement, `pytest.raises`/`pytest.warns`, a call to anything
+  named `assert*` (`mock.assert_called_once_with`, `self.assertEqual`), or a call to a helper
+  defined in the same file whose body asserts.
 - `assert x is None` is precise (one exact value); `assert x is not None` is not, and is flagged
   only when a test has nothing more precise (rule `not-none-only`). `isinstance` likewise
   (`type-only`). A bare `assert x` / `assert not x` / `assert f(x)` is always flagged.
@@ -98,7 +99,44 @@ class _TestFacts:
     names_in_asserts: set[str] = field(default_factory=set)
 
 
-def _gather(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> _TestFacts:
+def asserting_helpers(tree: ast.Module) -> frozenset[str]:
+    """Names of non-test functions and methods in the file whose body asserts something.
+
+    A test that delegates its checks to such a helper (`check_totals(result)`,
+    `self.assert_valid(x)`) has assertions; helpers calling helpers are followed to a fixpoint.
+    """
+    defs = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and not n.name.startswith("test")
+    ]
+    helpers: frozenset[str] = frozenset()
+    while True:
+        found = frozenset(d.name for d in defs if _asserts_anything(d, helpers))
+        if found == helpers:
+            return helpers
+        helpers = found
+
+
+def _asserts_anything(fn: ast.FunctionDef | ast.AsyncFunctionDef, helpers: frozenset[str]) -> bool:
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Assert):
+            return True
+        if isinstance(n, ast.Call) and (
+            _is_raises(n) or _is_warns(n) or _is_assert_call(n, helpers)
+        ):
+            return True
+    return False
+
+
+def _is_assert_call(call: ast.Call, helpers: frozenset[str]) -> bool:
+    last = _callee(call).split(".")[-1]
+    return last.startswith("assert") or last in helpers
+
+
+def _gather(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, helpers: frozenset[str] = frozenset()
+) -> _TestFacts:
     facts = _TestFacts(node=fn)
     for dec in fn.decorator_list:
         for n in ast.walk(dec):
@@ -120,7 +158,11 @@ def _gather(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> _TestFacts:
             elif isinstance(n, ast.Call):
                 if _is_raises(n):
                     facts.raises.append(n)
-                elif _is_warns(n) or _callee(n).split(".")[-1].startswith("assert"):
+                elif (
+                    _is_warns(n)
+                    or _callee(n).split(".")[-1].startswith("assert")
+                    or _callee(n).split(".")[-1] in helpers
+                ):
                     facts.assert_calls += 1
                 elif _is_mock(n):
                     facts.mocks += 1
@@ -234,9 +276,10 @@ def analyse(path: str, text: str) -> tuple[list[Finding], int]:
         msg = f"the file does not parse as Python: {exc}"
         return [Finding(path=path, line=1, rule="syntax", message=msg)], 0
     findings = _file_findings(path, tree)
+    helpers = asserting_helpers(tree)
     tests = 0
     for fn in _test_functions(tree):
         tests += 1
-        findings.extend(_test_findings(path, _gather(fn)))
+        findings.extend(_test_findings(path, _gather(fn, helpers)))
     findings.sort(key=lambda f: (f.line, f.rule))
     return findings, tests

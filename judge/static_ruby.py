@@ -9,8 +9,9 @@ Decisions worth knowing:
 - `send`/`__send__` with a literal method name is treated as a private call: a public method is
   called directly, so a literal `send` only exists to get around visibility. A computed name
   (`send(attr)`, typical of shared examples over public attributes) is not flagged.
-- Expectations are `expect`, `is_expected`, `are_expected`, `should`, `should_not` and any
-  helper named `expect_*` or `assert_*` (a project's custom assertion helpers).
+- Expectations are `expect`, `is_expected`, `are_expected`, `should`, `should_not`, any
+  helper named `expect_*` or `assert_*` (a project's custom assertion helpers), and any method
+  defined in the same file whose body holds an expectation.
 """
 
 from __future__ import annotations
@@ -212,13 +213,40 @@ def _setup_blocks(example: Node) -> Iterator[Node]:
         node = node.parent
 
 
-def _example_findings(path: str, example: Node) -> list[Finding]:
+def _is_expectation(name: str, helpers: frozenset[str]) -> bool:
+    return name in EXPECTATIONS or name.startswith(EXPECTATION_PREFIXES) or name in helpers
+
+
+def asserting_helpers(root: Node) -> frozenset[str]:
+    """Names of methods defined in the file (`def check_json`) that contain an expectation.
+
+    Calling one of them from an example counts as an expectation; helpers calling helpers are
+    followed to a fixpoint.
+    """
+    bodies = {
+        _text(n.child_by_field_name("name")): n
+        for n in _walk(root)
+        if n.type == "method" and n.child_by_field_name("name") is not None
+    }
+    helpers: frozenset[str] = frozenset()
+    while True:
+        found = frozenset(
+            name
+            for name, body in bodies.items()
+            if any(_is_expectation(called, helpers) for called, _ in _called_names(body))
+        )
+        if found == helpers:
+            return helpers
+        helpers = found
+
+
+def _example_findings(path: str, example: Node, helpers: frozenset[str]) -> list[Finding]:
     findings: list[Finding] = []
     block = example.child_by_field_name("block")
     assert block is not None  # guaranteed by _is_example
     line = _line(example)
     names = [name for name, _ in _called_names(block)]
-    if not any(n in EXPECTATIONS or n.startswith(EXPECTATION_PREFIXES) for n in names):
+    if not any(_is_expectation(n, helpers) for n in names):
         msg = f"example `{_describe(example)}` has no expectation"
         findings.append(Finding(path=path, line=line, rule="no-assertion", message=msg))
     kinds = [(_classify(r, m), m) for r, m in _expectations(block)]
@@ -312,11 +340,12 @@ def analyse(path: str, text: str) -> tuple[list[Finding], int]:
         msg = "the file does not parse as Ruby (it cannot load): fix the syntax first"
         return [Finding(path=path, line=line, rule="syntax", message=msg)], 0
     findings = _matcher_findings(path, root)
+    helpers = asserting_helpers(root)
     examples = 0
     for node in _walk(root):
         if _is_example(node):
             examples += 1
-            findings.extend(_example_findings(path, node))
+            findings.extend(_example_findings(path, node, helpers))
         findings.extend(_node_findings(path, node))
     findings.sort(key=lambda f: (f.line, f.rule))
     return findings, examples

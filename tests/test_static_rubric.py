@@ -549,3 +549,59 @@ def test_hostile_input_becomes_a_syntax_finding_not_a_crash() -> None:
     verdict = check_spec("spec/t_spec.rb", long_chain, "ruby")
     assert len(verdict.findings) == 3000
     assert {f.rule for f in verdict.findings} == {"vague-matcher"}
+
+
+def test_ruby_expectations_in_a_helper_method_count() -> None:
+    text = textwrap.dedent(
+        """\
+        RSpec.describe Thing do
+          def check_total(thing)
+            expect(thing.total).to eq(3)
+          end
+
+          def check_all(thing)
+            check_total(thing)
+          end
+
+          def build_thing
+            Thing.new
+          end
+
+          it "delegates its check" do
+            check_all(Thing.new)
+          end
+
+          it "only builds" do
+            build_thing
+          end
+        end
+        """
+    )
+    verdict = check_spec("spec/t_spec.rb", text, "ruby")
+    assert rules_at(verdict) == [("no-assertion", 18)]
+
+
+def test_python_assertions_in_a_helper_function_count() -> None:
+    text = textwrap.dedent(
+        """\
+        def check_total(result):
+            assert result.total == 3
+
+
+        def check_all(result):
+            check_total(result)
+
+
+        def make():
+            return compute()
+
+
+        def test_delegates():
+            check_all(compute())
+
+
+        def test_only_builds():
+            make()
+        """
+    )
+    assert rules_at(check_spec("tests/test_x.py", text, "python")) == [("no-assertion", 17)]
