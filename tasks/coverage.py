@@ -1,8 +1,9 @@
 """Line coverage from SimpleCov, coverage.py JSON, Cobertura XML and lcov reports.
 
 Every parser returns ``dict[str, FileCoverage]`` keyed by the repository-relative POSIX path.
-Path policy: absolute paths are made relative to ``repo``; relative paths are taken as relative to
-the report's own base (Cobertura ``<source>``) or else to ``repo``. Files that fall outside the
+Path policy: absolute paths are made relative to ``repo`` (or to one of ``aliases``, the paths the
+repository had where the report was written, e.g. a container mount); relative paths are taken as
+relative to the report's own base (Cobertura ``<source>``) or else to ``repo``. Files outside the
 repository (gems, the standard library, site-packages) are dropped: they can never be a target of
 generation, and keeping absolute paths would mix two key spaces in one dict.
 
@@ -15,9 +16,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import ParseError, iterparse
@@ -33,12 +34,14 @@ CoverageFormat = Literal["simplecov", "coverage-json", "cobertura", "lcov"]
 _Hits = dict[int, int]
 
 
-def parse_coverage(path: Path, repo: Path) -> dict[str, FileCoverage]:
+def parse_coverage(path: Path, repo: Path, aliases: Sequence[Path] = ()) -> dict[str, FileCoverage]:
     """Parse any supported coverage report, detecting its format from its content.
 
     Args:
         path: the report (``.resultset.json``, ``coverage.json``, ``coverage.xml``, ``lcov.info``).
         repo: the repository the report is about; keys are made relative to it.
+        aliases: other absolute paths that meant the repository root when the report was
+            written, e.g. the mount point of the worktree inside a docker sandbox.
 
     Returns:
         Per-file coverage keyed by repository-relative path. Files outside ``repo`` are dropped.
@@ -46,22 +49,31 @@ def parse_coverage(path: Path, repo: Path) -> dict[str, FileCoverage]:
     Raises:
         CoverageError: the file cannot be read, its format is unknown, or it is malformed.
     """
-    fmt = detect_format(path)
-    loaders = {
-        "simplecov": load_simplecov,
-        "coverage-json": load_coverage_json,
-        "cobertura": load_cobertura,
-        "lcov": load_lcov,
-    }
-    return loaders[fmt](path, repo)
+    where = _Where(repo, tuple(aliases))
+    fmt = _sniff(path)
+    if fmt == "cobertura":
+        return _cobertura(path, where)
+    if fmt == "lcov":
+        return _lcov(path, where)
+    data = _load_json(path)  # loaded once, then dispatched on its shape
+    if _is_coverage_json(data):
+        return _coverage_json(data, path, where)
+    return _simplecov(data, path, where)
 
 
 def detect_format(path: Path) -> CoverageFormat:
-    """Tell the report format from the first bytes of the file (never from its name).
+    """Tell the report format from the file's content (never from its name).
 
     Raises:
         CoverageError: unreadable file or no known format.
     """
+    fmt = _sniff(path)
+    if fmt != "json":
+        return fmt
+    return "coverage-json" if _is_coverage_json(_load_json(path)) else "simplecov"
+
+
+def _sniff(path: Path) -> CoverageFormat | Literal["json"]:
     try:
         with path.open("rb") as fh:
             head = fh.read(4096)
@@ -73,27 +85,30 @@ def detect_format(path: Path) -> CoverageFormat:
     if text.startswith("<"):
         return "cobertura"
     if text.startswith("{"):
-        # coverage.py always writes a "meta" block; SimpleCov's top level is command names.
-        data = _load_json(path)
-        if "files" in data and isinstance(data.get("meta"), dict):
-            return "coverage-json"
-        return "simplecov"
-    first = text.splitlines()[0].strip()
-    if first.startswith(("TN:", "SF:")):
+        return "json"
+    if text.splitlines()[0].strip().startswith(("TN:", "SF:")):
         return "lcov"
     raise CoverageError(
         f"{path}: unknown coverage format (not SimpleCov, coverage.py, Cobertura or lcov)"
     )
 
 
-def load_simplecov(path: Path, repo: Path) -> dict[str, FileCoverage]:
+def _is_coverage_json(data: dict[str, Any]) -> bool:
+    # coverage.py always writes a "meta" block; SimpleCov's top level is command names.
+    return "files" in data and isinstance(data.get("meta"), dict)
+
+
+def load_simplecov(path: Path, repo: Path, aliases: Sequence[Path] = ()) -> dict[str, FileCoverage]:
     """Parse a SimpleCov ``coverage/.resultset.json``, merging every command in it.
 
     A line is executable when any command saw it as relevant and covered when any command ran it;
     this is how SimpleCov itself merges results. Both the old per-file array format and the
     0.18+ ``{"lines": [...], "branches": ...}`` format are read.
     """
-    data = _load_json(path)
+    return _simplecov(_load_json(path), path, _Where(repo, tuple(aliases)))
+
+
+def _simplecov(data: dict[str, Any], path: Path, where: _Where) -> dict[str, FileCoverage]:
     merged: dict[str, _Hits] = {}
     for command, result in data.items():
         if not isinstance(result, dict) or not isinstance(result.get("coverage"), dict):
@@ -111,16 +126,21 @@ def load_simplecov(path: Path, repo: Path) -> dict[str, FileCoverage]:
                     raise CoverageError(f"{path}: {file}: bad hit count {value!r} on line {number}")
                 hits[number] = value
             _merge_into(merged, file, hits)
-    return _finish(merged, repo, bases=[repo], report=path)
+    return _finish(merged, where, bases=[], report=path)
 
 
-def load_coverage_json(path: Path, repo: Path) -> dict[str, FileCoverage]:
+def load_coverage_json(
+    path: Path, repo: Path, aliases: Sequence[Path] = ()
+) -> dict[str, FileCoverage]:
     """Parse a coverage.py JSON report (``coverage json``).
 
     Uses ``executed_lines`` and ``missing_lines`` (statements; excluded lines are not counted),
     which is exactly what coverage.py's own ``summary`` counts.
     """
-    data = _load_json(path)
+    return _coverage_json(_load_json(path), path, _Where(repo, tuple(aliases)))
+
+
+def _coverage_json(data: dict[str, Any], path: Path, where: _Where) -> dict[str, FileCoverage]:
     files = data.get("files")
     if not isinstance(files, dict):
         raise CoverageError(f"{path}: no 'files' object")
@@ -134,16 +154,22 @@ def load_coverage_json(path: Path, repo: Path) -> dict[str, FileCoverage]:
         hits: _Hits = {n: 0 for n in missing}
         hits.update({n: 1 for n in executed})
         _merge_into(merged, file, hits)
-    return _finish(merged, repo, bases=[repo], report=path)
+    return _finish(merged, where, bases=[], report=path)
 
 
-def load_cobertura(path: Path, repo: Path) -> dict[str, FileCoverage]:
+def load_cobertura(path: Path, repo: Path, aliases: Sequence[Path] = ()) -> dict[str, FileCoverage]:
     """Parse a Cobertura XML report (coverage.py ``coverage xml``, JaCoCo converters, ...).
 
     Class ``filename`` attributes are resolved against each ``<sources><source>`` in turn (the
-    first one under which the file exists wins), then against ``repo``. Several ``<class>``
-    elements for one file (inner classes) are merged. Parsed as a stream, entities refused.
+    first one under which the file exists wins), then against ``repo``. A source from another
+    machine is recognised by its trailing directories (``/ci/build/src`` -> ``src/``).
+    Several ``<class>`` elements for one file (inner classes) are merged. Parsed as a stream,
+    entities refused.
     """
+    return _cobertura(path, _Where(repo, tuple(aliases)))
+
+
+def _cobertura(path: Path, where: _Where) -> dict[str, FileCoverage]:
     sources: list[Path] = []
     merged: dict[str, _Hits] = {}
     root_seen = False
@@ -180,14 +206,20 @@ def load_cobertura(path: Path, repo: Path) -> dict[str, FileCoverage]:
         raise CoverageError(f"{path}: refused XML construct: {type(exc).__name__}") from None
     except OSError as exc:
         raise CoverageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return _finish(merged, repo, bases=[*sources, repo], report=path)
+    return _finish(
+        merged, where, bases=[_source_in_repo(src, where) for src in sources], report=path
+    )
 
 
-def load_lcov(path: Path, repo: Path) -> dict[str, FileCoverage]:
+def load_lcov(path: Path, repo: Path, aliases: Sequence[Path] = ()) -> dict[str, FileCoverage]:
     """Parse an lcov tracefile (``SF:``, ``DA:line,hits[,checksum]``, ``end_of_record``).
 
     Records for the same file (one per test in merged tracefiles) are merged.
     """
+    return _lcov(path, _Where(repo, tuple(aliases)))
+
+
+def _lcov(path: Path, where: _Where) -> dict[str, FileCoverage]:
     merged: dict[str, _Hits] = {}
     current: str | None = None
     hits: _Hits = {}
@@ -210,15 +242,15 @@ def load_lcov(path: Path, repo: Path) -> dict[str, FileCoverage]:
             current = None
     if current is not None:
         raise CoverageError(f"{path}: truncated: record for {current} has no end_of_record")
-    return _finish(merged, repo, bases=[repo], report=path)
+    return _finish(merged, where, bases=[], report=path)
 
 
 def merge_coverage(*reports: dict[str, FileCoverage]) -> dict[str, FileCoverage]:
     """Merge already parsed reports (e.g. one per spec run): covered if covered in any.
 
-    Executable lines are the union; covered lines are those not uncovered in at least one
-    report that knows them. Only the counts and uncovered lines are available after parsing,
-    so a line counts as covered in a report when it is not in that report's uncovered list.
+    The reports must be about the same version of each file (same executable lines). A line
+    stays uncovered only when every report that has the file leaves it uncovered; a file that
+    only some reports have (not loaded by the others) keeps those reports' verdict.
     """
     by_file: dict[str, list[FileCoverage]] = {}
     for report in reports:
@@ -268,16 +300,22 @@ def _merge_into(merged: dict[str, _Hits], file: str, hits: _Hits) -> None:
         target[number] = max(target.get(number, 0), count)
 
 
+class _Where(NamedTuple):
+    """The repository root, and other absolute paths that meant that root in the report."""
+
+    repo: Path
+    aliases: tuple[Path, ...]
+
+
 def _finish(
-    merged: dict[str, _Hits], repo: Path, bases: Iterable[Path], report: Path
+    merged: dict[str, _Hits], where: _Where, bases: list[Path], report: Path
 ) -> dict[str, FileCoverage]:
     """Relativise paths, drop outsiders, and turn hit maps into FileCoverage."""
-    base_list = list(bases)
     out: dict[str, _Hits] = {}
     for file, hits in merged.items():
-        key = _relativise(file, repo, base_list)
+        key = _relativise(file, where, [*bases, where.repo])
         if key is None:
-            log.debug("%s: %s is outside %s; dropped", report, file, repo)
+            log.debug("%s: %s is outside %s; dropped", report, file, where.repo)
             continue
         _merge_into(out, key, hits)
     return {key: _to_file_coverage(key, hits) for key, hits in sorted(out.items())}
@@ -293,31 +331,46 @@ def _to_file_coverage(key: str, hits: _Hits) -> FileCoverage:
     )
 
 
-def _relativise(file: str, repo: Path, bases: list[Path]) -> str | None:
-    """Repository-relative POSIX path of `file`, or None when it lies outside the repository."""
-    candidate = Path(file)
-    if candidate.is_absolute():
-        rel = _under(candidate, repo)
-    else:
-        # A relative name: the first base (inside the repo) where the file exists, else the
-        # first base inside the repo at all.
-        fulls = [(b if b.is_absolute() else repo / b) / candidate for b in bases]
-        fulls = [f for f in fulls if _under(f.parent, repo) is not None]
-        existing = [f for f in fulls if f.exists()]
-        chosen = existing or fulls
-        rel = _under(chosen[0], repo) if chosen else None
-    if rel is None or not rel.parts or rel.parts[0] == "..":
-        return None
-    return rel.as_posix()
+def _source_in_repo(source: Path, where: _Where) -> Path:
+    """A Cobertura <source> as a directory of this repository when it can be recognised.
+
+    A source written on another machine (CI, a container) is outside the repository; when a
+    trailing part of it (``.../src``) is a directory of the repository, that directory is meant.
+    """
+    if not source.is_absolute() or _under(source, where) is not None:
+        return source
+    parts = source.parts[1:]
+    for start in range(len(parts)):
+        if (where.repo.joinpath(*parts[start:])).is_dir():
+            return where.repo.joinpath(*parts[start:])
+    return source
 
 
-def _under(path: Path, repo: Path) -> PurePosixPath | None:
-    """`path` relative to `repo` (also trying symlink-resolved forms), or None if outside."""
+def _relativise(file: str, where: _Where, bases: list[Path]) -> str | None:
+    """Repository-relative POSIX path of `file`, or None when it lies outside the repository.
+
+    A relative name is tried against each base in turn: the first under which the file exists
+    in the repository wins, else the first base inside the repository at all.
+    """
+    name = Path(file)
+    fulls = [name] if name.is_absolute() else [where.repo / base / name for base in bases]
+    rels = [r for f in fulls if (r := _under(f, where)) is not None and r.parts]
+    existing = [r for r in rels if (where.repo / r).exists()]
+    chosen = existing or rels
+    return chosen[0].as_posix() if chosen else None
+
+
+def _under(path: Path, where: _Where) -> PurePosixPath | None:
+    """`path` relative to the repository (or an alias of it), or None if outside."""
     norm = Path(os.path.normpath(path))
-    for root in (Path(os.path.normpath(repo.absolute())), repo.resolve()):
-        for p in (norm, Path(os.path.realpath(norm))):
+    repo = where.repo
+    roots = [Path(os.path.normpath(repo.absolute())), repo.resolve()]
+    roots += [Path(os.path.normpath(a)) for a in where.aliases]
+    for root in roots:
+        # The symlink-resolved form matters for temp dirs reached through a symlink.
+        for candidate in (norm, Path(os.path.realpath(norm))):
             try:
-                return PurePosixPath(*p.relative_to(root).parts)
+                return PurePosixPath(*candidate.relative_to(root).parts)
             except ValueError:
                 continue
     return None

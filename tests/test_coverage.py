@@ -188,6 +188,25 @@ def test_simplecov_old_array_format_reads_the_same(rb_project: Path, tmp_path: P
     )
 
 
+@pytest.mark.slow
+def test_reports_written_elsewhere_map_through_aliases(
+    rb_project: Path, py_reports: dict[str, Path], tmp_path: Path
+) -> None:
+    # As when a report was written inside a container where the worktree had another path.
+    for original, report, found_without_alias in (
+        # SimpleCov writes absolute paths: outside the repository, so dropped without an alias.
+        (rb_project, rb_project / "coverage/.resultset.json", False),
+        # Cobertura names are relative to <source>.../src</source>: recognised as the repo's src/.
+        (py_reports["repo"], py_reports["cobertura"], True),
+    ):
+        moved = tmp_path / original.parent.name
+        shutil.copytree(original, moved)
+        expected = parse_coverage(report, original)
+        assert expected
+        assert parse_coverage(report, moved) == (expected if found_without_alias else {})
+        assert parse_coverage(report, moved, aliases=[original]) == expected
+
+
 # --- path policy, merging and broken input (small hand-written reports) ----------------------
 
 
