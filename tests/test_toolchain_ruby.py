@@ -1,0 +1,281 @@
+"""ruby-rspec toolchain against the real Rails example: rspec, SimpleCov and RuboCop in bwrap."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tasks.config import SandboxSettings
+from tasks.sandbox import make_runner
+from tasks.toolchains import ToolchainError, get_toolchain
+from tasks.toolchains.base import CommandRunner
+from tasks.toolchains.ruby import parse_rspec_run, parse_rubocop_json
+from tasks.types import CommandResult
+from tests.examples_repo import git, make_example_repo
+
+TC = get_toolchain("ruby-rspec")
+
+# SimpleCov's own figures for one file of a resultset: lines of code, covered, missed line numbers.
+SIMPLECOV_FIGURES = """
+require "json"
+require "simplecov"
+results = SimpleCov::Result.from_hash(JSON.parse(File.read(ARGV[0])))
+file = results.flat_map(&:files).find { |f| f.project_filename == "/#{ARGV[1]}" }
+puts JSON.dump([file.lines_of_code, file.covered_lines.size, file.missed_lines.map(&:line_number)])
+"""
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    return make_example_repo("rails_shop", tmp_path / "shop")
+
+
+def runner_for(repo: Path) -> CommandRunner:
+    return make_runner(SandboxSettings(backend="bwrap", timeout_s=120), root=repo)
+
+
+def write(repo: Path, rel: str, text: str) -> None:
+    path = repo / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_spec_passes_with_target_coverage_equal_to_simplecov(shop: Path, tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    result = TC.run_specs(
+        shop,
+        ["spec/models/product_spec.rb"],
+        "app/models/product.rb",
+        runner_for(shop),
+        reports_dir=reports,
+    )
+    assert result.loaded and result.load_error is None
+    assert result.passed
+    assert len(result.examples) == 4
+    assert {e.status for e in result.examples} == {"passed"}
+    assert all(e.file == "spec/models/product_spec.rb" for e in result.examples)
+    assert result.coverage is not None
+    # reserve!'s out-of-stock raise is never reached by the shipped spec.
+    assert result.coverage.uncovered_lines == [18]
+    figures = subprocess.run(
+        [
+            "ruby",
+            "-e",
+            SIMPLECOV_FIGURES,
+            str(reports / "coverage/.resultset.json"),
+            "app/models/product.rb",
+        ],
+        cwd=shop,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loc, covered, missed = json.loads(figures.stdout)
+    assert (result.coverage.executable_lines, result.coverage.covered_lines) == (loc, covered)
+    assert result.coverage.uncovered_lines == missed
+    # Reports stay out of the repository: git sees nothing new.
+    assert git(shop, "status", "--porcelain") == ""
+
+
+@pytest.mark.slow
+def test_weak_spec_still_passes(shop: Path) -> None:
+    result = TC.run_specs(
+        shop,
+        ["spec/serializers/product_serializer_spec.rb"],
+        "app/serializers/product_serializer.rb",
+        runner_for(shop),
+    )
+    assert result.passed
+    assert [e.name for e in result.examples] == ["ProductSerializer serializes a product"]
+    assert result.coverage is not None and result.coverage.ratio == 1.0
+
+
+@pytest.mark.slow
+def test_syntax_error_means_not_loaded(shop: Path) -> None:
+    write(
+        shop,
+        "spec/models/customer_spec.rb",
+        'require "rails_helper"\n\nRSpec.describe Customer do\n  it "x" do\n'
+        '    expect(build(:customer).name).to eq("Ada Lovelace"\n  end\nend\n',
+    )
+    result = TC.run_specs(
+        shop, ["spec/models/customer_spec.rb"], "app/models/customer.rb", runner_for(shop)
+    )
+    assert result.loaded is False
+    assert result.passed is False
+    assert result.examples == []
+    assert result.load_error is not None
+    assert "An error occurred while loading ./spec/models/customer_spec.rb" in result.load_error
+    assert "syntax error" in result.load_error
+
+
+@pytest.mark.slow
+def test_name_error_at_load_means_not_loaded(shop: Path) -> None:
+    write(
+        shop,
+        "spec/models/order_spec.rb",
+        'require "rails_helper"\n\nRSpec.describe Ordr do\n  it "x" do\n    expect(1).to eq(1)\n'
+        "  end\nend\n",
+    )
+    result = TC.run_specs(shop, ["spec/models/order_spec.rb"], None, runner_for(shop))
+    assert result.loaded is False
+    assert result.load_error is not None
+    assert "uninitialized constant Ordr" in result.load_error
+
+
+@pytest.mark.slow
+def test_failures_and_errors_carry_messages_and_locations(shop: Path) -> None:
+    write(
+        shop,
+        "spec/models/order_spec.rb",
+        'require "rails_helper"\n\n'
+        "RSpec.describe Order do\n"
+        '  it "has a wrong expectation" do\n'
+        "    expect(Order::STATUSES).to eq(%w[pending])\n"
+        "  end\n\n"
+        '  it "uses a factory that does not exist" do\n'
+        "    create(:order)\n"
+        "  end\n\n"
+        '  it "knows its statuses" do\n'
+        "    expect(Order::STATUSES.size).to eq(3)\n"
+        "  end\n"
+        "end\n",
+    )
+    result = TC.run_specs(
+        shop, ["spec/models/order_spec.rb"], "app/models/order.rb", runner_for(shop)
+    )
+    assert result.loaded is True
+    assert result.passed is False
+    by_name = {e.name: e for e in result.examples}
+    wrong = by_name["Order has a wrong expectation"]
+    assert wrong.status == "failed"
+    assert wrong.error_type == "RSpec::Expectations::ExpectationNotMetError"
+    assert wrong.message is not None and 'expected: ["pending"]' in wrong.message
+    assert wrong.line == 4
+    assert wrong.locations[-1].path == "spec/models/order_spec.rb"
+    assert wrong.locations[-1].line == 5
+    missing = by_name["Order uses a factory that does not exist"]
+    assert missing.status == "error"
+    assert missing.error_type == "KeyError"
+    assert missing.message == 'Factory not registered: "order"'
+    assert by_name["Order knows its statuses"].status == "passed"
+
+
+@pytest.mark.slow
+def test_project_simplecov_start_is_neither_doubled_nor_fatal(shop: Path) -> None:
+    # A project whose helper starts SimpleCov itself, with a minimum that this run misses and a
+    # filter hiding lib/: the run must still pass and still measure lib/.
+    helper = shop / "spec/rails_helper.rb"
+    helper.write_text(
+        'require "simplecov"\nSimpleCov.start("rails") do\n  minimum_coverage 99\n'
+        '  add_filter "/lib/"\nend\n' + helper.read_text(encoding="utf-8"),
+        encoding="utf-8",
+    )
+    result = TC.run_specs(
+        shop,
+        ["spec/lib/shop/discount_calculator_spec.rb"],
+        "lib/shop/discount_calculator.rb",
+        runner_for(shop),
+    )
+    assert result.passed, result.load_error
+    assert result.coverage is not None
+    assert result.coverage.executable_lines == 21
+    assert result.coverage.covered_lines == 21
+
+
+@pytest.mark.slow
+def test_run_suite_reports_every_file(shop: Path) -> None:
+    suite = TC.run_suite(shop, runner_for(shop))
+    assert suite.validation.passed
+    assert len(suite.validation.examples) == 14
+    expected = {
+        p.relative_to(shop).as_posix() for d in ("app", "lib") for p in (shop / d).rglob("*.rb")
+    }
+    assert set(suite.files) == expected
+    # Untested files are reported at zero, not left out.
+    placer = suite.files["app/services/order_placer.rb"]
+    assert placer.executable_lines > 0 and placer.covered_lines == 0
+    assert suite.files["app/helpers/price_helper.rb"].ratio == 1.0
+
+
+@pytest.mark.slow
+def test_timeout_gives_reason_not_pass(shop: Path) -> None:
+    write(
+        shop,
+        "spec/lib/slow_spec.rb",
+        'RSpec.describe "slow" do\n  it "sleeps" do\n    sleep 60\n  end\nend\n',
+    )
+    result = TC.run_specs(shop, ["spec/lib/slow_spec.rb"], None, runner_for(shop), timeout_s=4)
+    assert result.passed is False
+    assert result.reason is not None and "timeout" in result.reason
+
+
+@pytest.mark.slow
+def test_rubocop_offences_parsed_and_autocorrected(shop: Path) -> None:
+    write(
+        shop,
+        "lib/shop/tax.rb",
+        "# frozen_string_literal: true\n\nmodule Shop\n  # VAT.\n  module Tax\n"
+        "    def self.rate(country)\n      return 'reduced' if country == 'FR'\n\n"
+        '      unused = 1\n      "standard"\n    end\n  end\nend\n',
+    )
+    runner = runner_for(shop)
+    offences = TC.lint(shop, ["lib/shop/tax.rb"], False, runner)
+    found = sorted((o.rule, o.line, o.correctable) for o in offences)
+    assert found == [
+        ("Lint/UselessAssignment", 9, False),
+        ("Style/StringLiterals", 7, True),
+        ("Style/StringLiterals", 7, True),
+    ]
+    assert all(o.path == "lib/shop/tax.rb" for o in offences)
+    remaining = TC.lint(shop, ["lib/shop/tax.rb"], True, runner)
+    assert [(o.rule, o.line) for o in remaining] == [("Lint/UselessAssignment", 9)]
+    assert 'return "reduced" if country == "FR"' in (shop / "lib/shop/tax.rb").read_text()
+
+
+@pytest.mark.slow
+def test_shipped_app_is_rubocop_clean_and_syntax_errors_are_offences(shop: Path) -> None:
+    runner = runner_for(shop)
+    assert (
+        TC.lint(shop, ["app/models/product.rb", "spec/models/product_spec.rb"], False, runner) == []
+    )
+    write(shop, "lib/broken.rb", "def x(\n")
+    offences = TC.lint(shop, ["lib/broken.rb"], False, runner)
+    assert [o.rule for o in offences] == ["Lint/Syntax"]
+
+
+def test_missing_report_is_not_loaded_with_reason(tmp_path: Path) -> None:
+    cmd = CommandResult(
+        argv=["rspec"], exit_code=137, stderr="Killed", reason="memory limit reached"
+    )
+    result = parse_rspec_run(tmp_path, tmp_path / "missing.json", cmd)
+    assert result.loaded is False
+    assert result.reason == "memory limit reached"
+    assert result.load_error == "rspec exited 137: memory limit reached\nKilled"
+
+
+def test_broken_report_is_not_loaded(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    report.write_text("[1, 2", encoding="utf-8")
+    cmd = CommandResult(argv=["rspec"], exit_code=1)
+    result = parse_rspec_run(tmp_path, report, cmd)
+    assert result.loaded is False
+    assert result.load_error == "rspec exited 1: no usable RSpec JSON report (JSONDecodeError)"
+
+
+def test_exit_failure_without_examples_is_not_loaded(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps({"examples": [], "summary": {}}), encoding="utf-8")
+    cmd = CommandResult(argv=["rspec"], exit_code=1, stderr="cannot load such file -- nope")
+    result = parse_rspec_run(tmp_path, report, cmd)
+    assert result.loaded is False
+    assert result.load_error == "cannot load such file -- nope"
+
+
+def test_rubocop_garbage_raises_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(ToolchainError, match="rubocop printed no JSON report"):
+        parse_rubocop_json("Error: unknown cop Foo/Bar", tmp_path)
