@@ -140,7 +140,8 @@ class CountingHttpClient(httpx2.Client):
     """An httpx2 client that charges every request to the calling thread's CallBudget.
 
     The SDK calls ``send`` once per attempt, including its own retries; raising here stops its
-    retry loop (the SDK treats any non-transport exception as permanent).
+    retry loop at once (the SDK treats any non-transport exception as permanent), so the last
+    attempt's retryable failure becomes AttemptsExhaustedError instead of one more backoff.
     """
 
     def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
@@ -153,13 +154,21 @@ class CountingHttpClient(httpx2.Client):
         try:
             response = super().send(request, **kwargs)
         except Exception as exc:
-            if budget is not None:
-                budget.last_failure = describe(exc)
+            if budget is None:
+                raise
+            budget.last_failure = describe(exc)
+            if budget.attempts >= budget.max_attempts and is_retryable(exc):
+                # Stop now rather than let the SDK back off before an attempt we won't make.
+                raise AttemptsExhaustedError(budget.last_failure) from exc
             raise
         if budget is not None:
             budget.statuses.append(response.status_code)
             if response.status_code >= 400:
                 budget.last_failure = _describe_response(response)
+                last = budget.attempts >= budget.max_attempts
+                if last and response.status_code in RETRY_STATUSES:
+                    response.close()
+                    raise AttemptsExhaustedError(budget.last_failure)
         return response
 
 

@@ -242,6 +242,10 @@ def completion_body(content: str, model: str, req: RecordedRequest, canned: Cann
 class _Handler(BaseHTTPRequestHandler):
     fake: MistralServer
     protocol_version = "HTTP/1.1"
+    # Headers and body in one buffered write, no Nagle: otherwise each reply waits ~40 ms for a
+    # delayed ACK, which adds up over a suite.
+    wbufsize = 1 << 16
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output clean
