@@ -21,7 +21,8 @@ ruby-rspec
 python-pytest
     ``src/`` layout when any ``src/**.py`` exists (everything under src/), else the flat layout:
     top-level packages (directories with ``__init__.py``) and top-level modules. Skipped: tests/,
-    test/, docs/, migrations/, ``conftest.py``, ``setup.py``, ``test_*.py``/``*_test.py``, and
+    test/, docs/, migrations/, ``conftest.py``, ``setup.py``, ``manage.py``, ``noxfile.py``,
+    ``test_*.py``/``*_test.py``, and
     ``__init__.py`` files holding nothing but a docstring, imports, ``__all__``/``__version__``.
     A non-trivial ``pkg/__init__.py`` is treated as a module named ``pkg``. For ``pkg/sub/mod.py``
     these count as tests: ``tests/[<tail of pkg/sub>/]test_mod.py`` (also ``mod_test.py``),
@@ -63,6 +64,7 @@ SKIP_DIRS = frozenset(
 )
 #: Skipped at the top level only, so that e.g. ``app/services/log/`` stays a source directory.
 SKIP_TOP_DIRS = frozenset({"vendor", "tmp", "log", "coverage"})
+#: app/<dir> -> kind; the other app/ directories hold plain Ruby.
 _RAILS_KINDS = {
     "models": SourceKind.MODEL,
     "serializers": SourceKind.SERIALIZER,
@@ -70,14 +72,9 @@ _RAILS_KINDS = {
     "mailers": SourceKind.MAILER,
     "helpers": SourceKind.HELPER,
 }
-_RAILS_SKIP = (
-    "app/assets/",
-    "app/views/",
-    "app/javascript/",
-    "app/channels/application_cable/",
-)
+_RAILS_SKIP = ("app/assets/", "app/views/", "app/javascript/", "app/channels/application_cable/")
 _PY_SKIP_DIRS = frozenset({"tests", "test", "docs", "doc", "migrations"})
-_PY_SKIP_FILES = frozenset({"conftest.py", "setup.py", "noxfile.py"})
+_PY_SKIP_FILES = frozenset({"conftest.py", "setup.py", "noxfile.py", "manage.py"})
 _TOOLCHAINS: tuple[str, ...] = get_args(ToolchainName)
 
 # A match score: (exact name?, length of the mirrored package path). Higher wins.
@@ -160,17 +157,12 @@ def map_repo(repo: Path, toolchain: str | None = None) -> Mapping:
     owners = _assign(plans, specs)
     mapped = [
         MappedFile(
-            source=s.path,
-            kind=s.kind,
-            specs=sorted(owners.get(s.path, [])),
-            expected_spec=p.expected,
+            source=s.path, kind=s.kind, specs=owners.get(s.path, []), expected_spec=p.expected
         )
         for s, p in zip(sources, plans, strict=True)
     ]
     return Mapping(
-        toolchain=chosen,
-        files=mapped,
-        untested=[m.source for m in mapped if not m.specs],
+        toolchain=chosen, files=mapped, untested=[m.source for m in mapped if not m.specs]
     )
 
 
@@ -284,30 +276,35 @@ def _is_py_test(path: str) -> bool:
 
 
 def _trivial_init(path: Path) -> bool:
-    """True for an ``__init__.py`` with only a docstring, imports, ``__all__``/``__version__``."""
+    """True for an ``__init__.py`` with only a docstring, imports, ``__all__``/``__version__``
+    (also inside ``if TYPE_CHECKING:`` or ``try/except ImportError`` blocks)."""
     try:
         tree = ast.parse(path.read_bytes())
     except (OSError, SyntaxError, ValueError) as exc:
         log.info("%s: cannot parse (%s); kept as a source", path, exc)
         return False
-    for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom | ast.Pass):
-            continue
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            continue
-        targets = (
-            node.targets
-            if isinstance(node, ast.Assign)
-            else [node.target]
-            if isinstance(node, ast.AnnAssign | ast.AugAssign)
-            else []
+    return all(_only_imports(node) for node in tree.body)
+
+
+def _only_imports(node: ast.stmt) -> bool:
+    if isinstance(node, ast.Import | ast.ImportFrom | ast.Pass):
+        return True
+    if isinstance(node, ast.Expr):
+        return isinstance(node.value, ast.Constant)
+    if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return all(isinstance(t, ast.Name) and t.id in ("__all__", "__version__") for t in targets)
+    if isinstance(node, ast.If):
+        return all(_only_imports(n) for n in (*node.body, *node.orelse))
+    if isinstance(node, ast.Try):
+        blocks = (
+            *node.body,
+            *node.orelse,
+            *node.finalbody,
+            *(s for h in node.handlers for s in h.body),
         )
-        if targets and all(
-            isinstance(t, ast.Name) and t.id in ("__all__", "__version__") for t in targets
-        ):
-            continue
-        return False
-    return True
+        return all(_only_imports(n) for n in blocks)
+    return False
 
 
 # --- specs -----------------------------------------------------------------------------------
@@ -393,7 +390,7 @@ def _assign(plans: Iterable[_Plan], specs: list[str]) -> dict[str, list[str]]:
         for prefix, score in plan.dirs.items():
             dirs.setdefault(prefix, []).append((score, plan.source))
     owners: dict[str, list[str]] = {}
-    for spec in specs:
+    for spec in sorted(specs):
         matches = list(exact.get(spec, []))
         for parent in PurePosixPath(spec).parents:
             matches.extend(dirs.get(f"{parent}/", []))

@@ -391,3 +391,27 @@ def test_walk_skips_tool_directories(tmp_path: Path) -> None:
         ],
     )
     assert list_files(repo) == ["lib/a.rb", "lib/cache/log/b.rb"]
+
+
+def test_python_init_files_with_only_imports_are_skipped(tmp_path: Path) -> None:
+    repo = _tree(
+        tmp_path,
+        {
+            "pyproject.toml": "",
+            "manage.py": "import django\n",
+            "tests/test_x.py": "",
+            "pkg/__init__.py": '"""Doc."""\n__version__ = "1.0"\n',
+            "pkg/typed/__init__.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from pkg.x import X\n"
+                "try:\n    import ujson as json\nexcept ImportError:\n    import json\n"
+                "__all__: list[str] = []\n"
+            ),
+            "pkg/logic/__init__.py": "import os\n\nDEBUG = os.environ.get('DEBUG')\n",
+            "pkg/broken/__init__.py": "def oops(:\n",  # unparsable: kept, a human should look
+        },
+    )
+    assert [s.path for s in discover_sources(repo, "python-pytest")] == [
+        "pkg/broken/__init__.py",
+        "pkg/logic/__init__.py",
+    ]
