@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from mistralai.client import Mistral, RetryConfig, models
 from mistralai.client.utils import BackoffStrategy
+from mistralai.extra.utils import response_format_from_pydantic_model
 from pydantic import BaseModel, ConfigDict
 
 from tasks import model_transport as transport
@@ -238,20 +239,19 @@ class ModelClient:
     ) -> tuple[M, CallRecord]:
         """A reply validated against `schema`, requested as a strict JSON schema `schema_name`.
 
+        The request carries ``{"type": "json_schema", "json_schema": {"name": schema_name,
+        "schema": <schema's JSON schema, additionalProperties false>, "strict": true}}``.
+
         Fenced JSON is accepted; invalid JSON or a schema mismatch is re-asked with the error.
 
         Raises:
             ReplyFormatError: still malformed after max_reasks re-asks.
             ModelError: transport failed after retries.
         """
-        response_format = {
-            "type": "json_schema",
-            "json_schema": {
-                "name": schema_name,
-                "schema_definition": schema.model_json_schema(),
-                "strict": True,
-            },
-        }
+        # The SDK's own strict form of the schema (additionalProperties: false on every object),
+        # as chat.parse sends it, but under the protocol's name rather than the class name.
+        response_format: dict[str, Any] = dict(response_format_from_pydantic_model(schema))
+        response_format["json_schema"] = {**response_format["json_schema"], "name": schema_name}
         return self._ask(
             role,
             messages,

@@ -90,11 +90,14 @@ def test_structured_reply_is_validated_and_tokens_recorded(mistral_server: Mistr
     body = mistral_server.requests[0].body
     assert body is not None
     assert body["model"] == "mistral-large-latest"
+    strict_schema = Diagnosis.model_json_schema()
+    strict_schema["additionalProperties"] = False
+    strict_schema["$defs"]["Block"]["additionalProperties"] = False
     assert body["response_format"] == {
         "type": "json_schema",
         "json_schema": {
             "name": "diagnosis",
-            "schema": Diagnosis.model_json_schema(),
+            "schema": strict_schema,
             "strict": True,
         },
     }
