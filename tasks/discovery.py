@@ -185,6 +185,13 @@ def _git_files(repo: Path) -> list[str] | None:
         )
         if inside.returncode != 0 or inside.stdout.strip() != "true":
             return None
+        # A project copied into an ignored directory of another repository: git would list
+        # nothing, so the walk is the only honest listing.
+        ignored = subprocess.run(
+            ["git", "-C", str(repo), "check-ignore", "-q", "."], capture_output=True, timeout=30
+        )
+        if ignored.returncode == 0:
+            return None
         listed = subprocess.run(
             [
                 "git",

@@ -415,3 +415,28 @@ def test_python_init_files_with_only_imports_are_skipped(tmp_path: Path) -> None
         "pkg/broken/__init__.py",
         "pkg/logic/__init__.py",
     ]
+
+
+@pytest.mark.slow
+def test_project_inside_a_larger_git_repo(tmp_path: Path) -> None:
+    outer = _tree(
+        tmp_path,
+        {
+            ".gitignore": "scratch/\n*.generated.rb\n",
+            "apps/shop/Gemfile": "",
+            "apps/shop/spec/models/user_spec.rb": "",
+            "apps/shop/app/models/user.rb": "",
+            "apps/shop/app/models/cache.generated.rb": "",
+            "scratch/copy/Gemfile": "",
+            "scratch/copy/spec/spec_helper.rb": "",
+            "scratch/copy/app/models/order.rb": "",
+        },
+    )
+    _git(outer, "init", "-q")
+    # A subdirectory project: paths are relative to it, the outer .gitignore still applies.
+    shop = map_repo(outer / "apps/shop")
+    assert [(f.source, f.specs) for f in shop.files] == [
+        ("app/models/user.rb", ["spec/models/user_spec.rb"])
+    ]
+    # A project inside an ignored directory is still listed (by walking it).
+    assert map_repo(outer / "scratch/copy").untested == ["app/models/order.rb"]
