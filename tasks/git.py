@@ -255,3 +255,15 @@ def push_branch(repo: Path, branch: str, remote: str = "origin") -> None:
         rejected = [ln.split("\t")[-1] for ln in out.splitlines() if ln.startswith("!")]
         reason = rejected[0] if rejected else _one_line(exc)
         raise GitError(f"{repo}: push of {branch!r} to {remote!r} failed: {reason}") from None
+
+
+def subdir_in_repo(path: Path) -> tuple[Path, str]:
+    """The work tree root holding `path`, and `path` relative to it ("" at the root).
+
+    A project can live in a subdirectory of a larger repository (a monorepo, or the bundled
+    examples); worktrees are made of the whole repository and the project found inside.
+    """
+    r = open_repo(path)
+    root = Path(str(r.working_tree_dir)).resolve()
+    rel = path.resolve().relative_to(root).as_posix()
+    return root, "" if rel == "." else rel
