@@ -15,23 +15,42 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from mistralai.client import Mistral, RetryConfig, models
 from mistralai.client.utils import BackoffStrategy
 from mistralai.extra.utils import response_format_from_pydantic_model
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from tasks import model_transport as transport
 from tasks.config import Settings
 from tasks.errors import ConfigError, ModelError, ReplyFormatError
-from tasks.model_replies import parse_json_reply
+from tasks.model_messages import (
+    ROLES,
+    CallRecord,
+    Message,
+    PromptMeta,
+    Reply,
+    Role,
+    prepare_messages,
+)
+from tasks.model_replies import parse_diff_reply, parse_files_reply, parse_json_reply
 from tasks.secrets import redact
+
+__all__ = [
+    "CallRecord",
+    "Message",
+    "ModelClient",
+    "PromptMeta",
+    "Reply",
+    "Role",
+    "parse_diff_reply",
+    "parse_files_reply",
+    "parse_json_reply",
+]
 
 log = logging.getLogger(__name__)
 
-Role = Literal["generator", "diagnostician", "surgeon", "judge", "scout"]
-ROLES: tuple[Role, ...] = ("generator", "diagnostician", "surgeon", "judge", "scout")
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
@@ -39,50 +58,6 @@ REASK = (
     "Your previous reply could not be used: {error}\n"
     "Reply again with the complete answer in the required format, and nothing else."
 )
-
-
-class Message(BaseModel):
-    """One chat message."""
-
-    model_config = ConfigDict(frozen=True)
-
-    role: Literal["system", "user", "assistant"]
-    content: str
-
-
-class PromptMeta(BaseModel):
-    """Which prompt template produced a request (recorded with every call)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    version: str
-    sha256: str
-
-
-class CallRecord(BaseModel):
-    """One logical model call: all its HTTP attempts and re-asks together."""
-
-    role: str
-    model: str
-    prompt_name: str
-    prompt_version: str
-    prompt_sha256: str
-    about: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_s: float = 0.0
-    attempts: int = 0
-    reasks: int = 0
-    ok: bool = False
-    error: str | None = None
-
-
-class Reply(BaseModel):
-    """A free-text reply and the record of the call that produced it."""
-
-    text: str
-    record: CallRecord
 
 
 def _server_url(url: str | None) -> str | None:
@@ -402,27 +377,3 @@ def _text_of(content: Any) -> str:
         return content
     # A list of content chunks: keep the text ones (thinking/reference chunks are not the answer).
     return "".join(c.text for c in content if isinstance(c, models.TextChunk))
-
-
-def prepare_messages(
-    messages: Sequence[dict[str, Any] | Message], about: str
-) -> list[dict[str, str]]:
-    """Plain, redacted message dicts that mention `about` (see the module docstring).
-
-    Raises:
-        ModelError: a message has no role or its content is not text.
-    """
-    out: list[dict[str, str]] = []
-    for i, m in enumerate(messages):
-        data = m.model_dump() if isinstance(m, Message) else m
-        role, content = data.get("role"), data.get("content")
-        if role not in ("system", "user", "assistant") or not isinstance(content, str):
-            raise ModelError(f"{about}: message {i} needs a role and text content")
-        out.append({"role": role, "content": redact(content)})
-    if not any(about in m["content"] for m in out):
-        line = f"File: {about}"
-        if out and out[0]["role"] == "system":
-            out[0]["content"] = f"{out[0]['content'].rstrip()}\n\n{line}"
-        else:
-            out.insert(0, {"role": "system", "content": line})
-    return out
