@@ -25,7 +25,7 @@ app = typer.Typer(
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 RepoOpt = Annotated[
     Path,
-    typer.Option("--repo", help="The target repository.", file_okay=False, resolve_path=True),
+    typer.Option("--repo", help="The target repository.", resolve_path=True),
 ]
 
 
