@@ -29,6 +29,7 @@ from tasks.model_messages import (
     ROLES,
     CallRecord,
     Message,
+    PromptInfo,
     PromptMeta,
     Reply,
     Role,
@@ -41,6 +42,7 @@ __all__ = [
     "CallRecord",
     "Message",
     "ModelClient",
+    "PromptInfo",
     "PromptMeta",
     "Reply",
     "Role",
@@ -191,7 +193,7 @@ class ModelClient:
         role: Role,
         messages: Sequence[dict[str, Any] | Message],
         *,
-        prompt: PromptMeta,
+        prompt: PromptInfo,
         about: str,
     ) -> Reply:
         """A free-text reply.
@@ -209,7 +211,7 @@ class ModelClient:
         schema: type[M],
         *,
         schema_name: str,
-        prompt: PromptMeta,
+        prompt: PromptInfo,
         about: str,
     ) -> tuple[M, CallRecord]:
         """A reply validated against `schema`, requested as a strict JSON schema `schema_name`.
@@ -242,7 +244,7 @@ class ModelClient:
         messages: Sequence[dict[str, Any] | Message],
         parser: Callable[[str], T],
         *,
-        prompt: PromptMeta,
+        prompt: PromptInfo,
         about: str,
     ) -> tuple[T, CallRecord]:
         """A free-text reply run through `parser` (e.g. parse_files_reply), re-asked on failure.
@@ -263,7 +265,7 @@ class ModelClient:
         messages: Sequence[dict[str, Any] | Message],
         parser: Callable[[str], T],
         *,
-        prompt: PromptMeta,
+        prompt: PromptInfo,
         about: str,
         response_format: dict[str, Any] | None = None,
     ) -> tuple[T, CallRecord]:

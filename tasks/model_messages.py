@@ -8,7 +8,7 @@ put first). Every outgoing message goes through :func:`tasks.secrets.redact`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -26,6 +26,19 @@ class Message(BaseModel):
 
     role: Literal["system", "user", "assistant"]
     content: str
+
+
+class PromptInfo(Protocol):
+    """Anything naming a prompt: this module's PromptMeta or tasks.prompts.PromptMeta."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...
 
 
 class PromptMeta(BaseModel):
