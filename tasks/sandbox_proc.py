@@ -174,8 +174,12 @@ def classify(raw: RawResult, *, timeout_s: float, memory_mb: int, max_processes:
     Best effort: the kernel does not say which limit stopped a process, so this reads the exit
     signal, the cgroup's counters and well-known error messages, most specific first.
     """
+    timeout = f"timeout after {timeout_s:g}s"
     if raw.timed_out:
-        return f"timeout after {timeout_s:g}s"
+        # Ruby retries a refused fork for about 100 s, so a fork bomb often ends as a timeout.
+        if raw.pids_limit_hit:
+            return f"process limit reached ({max_processes} processes), then {timeout}"
+        return timeout
     if raw.exit_code == 0:
         return None
     signum = raw.exit_code - 128 if raw.exit_code > 128 else 0

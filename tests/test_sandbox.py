@@ -507,6 +507,7 @@ def test_docker_unreachable_fails_fast_and_clearly(
         (0, "MemoryError", False, None),
         (1, "expected 3, got 4", False, None),
         (1, "", True, "process limit reached (64 processes)"),
+        (137, "", False, "killed by SIGKILL (likely out of memory)"),
         (1, "-e: failed to allocate memory (NoMemoryError)", False, "memory limit reached (1 MB)"),
         (1, "Resource temporarily unavailable - fork(2)", False, "process limit reached"),
         (152, "", False, "CPU time limit reached"),
