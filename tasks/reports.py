@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from tasks.errors import ReportError
-from tasks.reports_junit import iter_junit
+from tasks.reports_junit import Record, iter_junit
 from tasks.reports_rspec import parse_rspec_json
 from tasks.stacktrace import PathNormaliser
 from tasks.types import FileError, RunSummary, TestCaseResult, TestRun
@@ -58,10 +58,14 @@ def _first_significant(head: bytes) -> tuple[str, str]:
     return "other", f"starts with {first!r}"
 
 
-def iter_report(
+def iter_records(
     path: Path, repo: Path | None = None, normalise: PathNormaliser | None = None
-) -> Iterator[TestCaseResult]:
-    """Yield the cases of one report, streaming JUnit XML in bounded memory.
+) -> Iterator[Record]:
+    """Yield the cases of one report as records, streaming JUnit XML in bounded memory.
+
+    A record is a dict with exactly TestCaseResult's fields in its field order; use
+    :func:`iter_report` for validated objects. This form exists for bulk output (the CLI's
+    ``--json``), where validating and re-serialising every case would double the cost.
 
     Args:
         path: The report file.
@@ -99,7 +103,20 @@ def iter_report(
             data = head + stream.read()
         except OSError as exc:
             raise ReportError(source, f"cannot read: {exc.strerror or exc}") from None
-    yield from parse_rspec_json(source, data, repo, norm)
+    yield from parse_rspec_json(source, data, norm)
+
+
+def iter_report(
+    path: Path, repo: Path | None = None, normalise: PathNormaliser | None = None
+) -> Iterator[TestCaseResult]:
+    """Yield the cases of one report as TestCaseResult objects (see :func:`iter_records`).
+
+    Raises:
+        ReportError: when the file is missing, unreadable, empty, hostile or not a report.
+    """
+    validate = TestCaseResult.model_validate
+    for record in iter_records(path, repo, normalise):
+        yield validate(record)
 
 
 def parse_report(path: Path, repo: Path | None = None) -> list[TestCaseResult]:

@@ -28,8 +28,11 @@ from typing import IO, Any
 from xml.parsers import expat
 
 from tasks.errors import ReportError
-from tasks.stacktrace import PathNormaliser, locations_from_trace
-from tasks.types import TestCaseResult, TestStatus
+from tasks.stacktrace import PathNormaliser, trace_pairs
+from tasks.types import TestStatus
+
+#: One test case as a plain dict with the fields of TestCaseResult.
+Record = dict[str, Any]
 
 CHUNK = 1 << 20
 #: Captured output beyond this is cut (the tail is kept: the end of a log explains a failure).
@@ -121,7 +124,7 @@ class _Builder:
         self.depth = 0
         # Per open <testsuite>: (file attribute or inherited, inside a pytest suite).
         self.suites: list[tuple[str | None, bool]] = []
-        self.done: list[TestCaseResult] = []
+        self.done: list[Record] = []
         self.case: dict[str, str] | None = None
         self.case_depth = 0
         self.result: tuple[str, dict[str, str]] | None = None
@@ -190,7 +193,7 @@ class _Builder:
             self.suites.pop()
         self.depth -= 1
 
-    def _finish(self, attrs: dict[str, str]) -> TestCaseResult:
+    def _finish(self, attrs: dict[str, str]) -> Record:
         suite_file, pytest_suite = self.suites[-1] if self.suites else (None, False)
         name = attrs.get("name", "")
         classname = attrs.get("classname") or attrs.get("class") or ""
@@ -218,23 +221,23 @@ class _Builder:
             case_id = f"{file}::{name}"
         else:
             case_id = f"{classname}::{name}"
-        out = "".join(self.out)[-MAX_OUTPUT:] or None
-        err = "".join(self.err)[-MAX_OUTPUT:] or None
-        return TestCaseResult(
-            id=case_id,
-            name=name,
-            classname=classname,
-            file=file,
-            line=line,
-            status=status,
-            duration=_number(attrs.get("time")),
-            message=message,
-            error_type=error_type,
-            trace=trace,
-            locations=locations_from_trace(trace, self.repo, self.norm) if trace else [],
-            stdout=out,
-            stderr=err,
-        )
+        return {
+            "id": case_id,
+            "name": name,
+            "classname": classname,
+            "file": file,
+            "line": line,
+            "status": status,
+            "duration": _number(attrs.get("time")),
+            "message": message,
+            "error_type": error_type,
+            "trace": trace,
+            "locations": [{"path": p, "line": n} for p, n in trace_pairs(trace, self.norm)]
+            if trace
+            else [],
+            "stdout": "".join(self.out)[-MAX_OUTPUT:] or None if self.out else None,
+            "stderr": "".join(self.err)[-MAX_OUTPUT:] or None if self.err else None,
+        }
 
 
 def _refuse_entity(*_: Any) -> None:
@@ -247,8 +250,12 @@ def _refuse_external(*_: Any) -> int:
 
 def iter_junit(
     source: str, stream: IO[bytes], head: bytes, repo: Path | None, norm: PathNormaliser
-) -> Iterator[TestCaseResult]:
-    """Yield the cases of a JUnit XML report as they are read.
+) -> Iterator[Record]:
+    """Yield the cases of a JUnit XML report as records, as they are read.
+
+    A record is a dict with exactly the fields of TestCaseResult, in its field order
+    (locations as ``{"path", "line"}`` dicts); callers validate it into a TestCaseResult, or,
+    when only JSON output is wanted, serialise it directly (validation would double the cost).
 
     Args:
         source: The report's name for error messages.

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 from tasks.errors import ReportError
-from tasks.stacktrace import PathNormaliser, locations_from_trace
-from tasks.types import TestCaseResult, TestStatus
+from tasks.stacktrace import PathNormaliser, trace_pairs
+from tasks.types import TestStatus
+
+Record = dict[str, Any]
 
 _STATUS: dict[str, TestStatus] = {"passed": "passed", "failed": "failed", "pending": "skipped"}
 _LOADING = re.compile(r"An error occurred while loading (\S+?)\.?\s*$", re.M)
@@ -40,9 +41,40 @@ def _float(value: Any) -> float:
     return 0.0
 
 
-def _example(
-    index: int, ex: Any, source: str, repo: Path | None, norm: PathNormaliser
-) -> TestCaseResult:
+def _record(
+    *,
+    id: str,
+    name: str,
+    classname: str,
+    file: str | None,
+    line: int | None,
+    status: TestStatus,
+    duration: float,
+    message: str | None,
+    error_type: str | None,
+    trace: str | None,
+    norm: PathNormaliser,
+) -> Record:
+    """A record with the fields of TestCaseResult, in its field order."""
+    pairs = trace_pairs(trace, norm) if trace else []
+    return {
+        "id": id,
+        "name": name,
+        "classname": classname,
+        "file": file,
+        "line": line,
+        "status": status,
+        "duration": duration,
+        "message": message,
+        "error_type": error_type,
+        "trace": trace,
+        "locations": [{"path": p, "line": n} for p, n in pairs],
+        "stdout": None,
+        "stderr": None,
+    }
+
+
+def _example(index: int, ex: Any, source: str, norm: PathNormaliser) -> Record:
     if not isinstance(ex, dict):
         raise ReportError(source, f"RSpec example #{index} is not an object")
     raw_status = ex.get("status")
@@ -72,7 +104,7 @@ def _example(
         backtrace = exception.get("backtrace")
         if isinstance(backtrace, list):
             trace = "\n".join(x for x in backtrace if isinstance(x, str)) or None
-    return TestCaseResult(
+    return _record(
         id=case_id,
         name=full,
         classname=classname,
@@ -83,13 +115,11 @@ def _example(
         message=message,
         error_type=error_type,
         trace=trace,
-        locations=locations_from_trace(trace, repo, norm) if trace else [],
+        norm=norm,
     )
 
 
-def _outside_error(
-    index: int, text: str, repo: Path | None, norm: PathNormaliser
-) -> TestCaseResult:
+def _outside_error(index: int, text: str, norm: PathNormaliser) -> Record:
     loading = _LOADING.search(text)
     file = norm(loading.group(1)) if loading else None
     error_class = _ERROR_CLASS.search(text)
@@ -100,28 +130,28 @@ def _outside_error(
         body = [ln.strip() for ln in rest if ln.strip() and not ln.lstrip().startswith("#")]
         message = body[0] if body else None
     headline = next((ln.strip() for ln in text.splitlines() if ln.strip()), "error")
-    return TestCaseResult(
+    return _record(
         id=file if file else f"rspec:error-outside-examples-{index}",
         name=headline,
+        classname="",
         file=file,
+        line=None,
         status="error",
+        duration=0.0,
         message=message or headline,
         error_type=error_class.group(1) if error_class else None,
         trace=text.strip(),
-        locations=locations_from_trace(text, repo, norm),
+        norm=norm,
     )
 
 
-def parse_rspec_json(
-    source: str, data: bytes, repo: Path | None, norm: PathNormaliser
-) -> list[TestCaseResult]:
-    """Parse an RSpec JSON report.
+def parse_rspec_json(source: str, data: bytes, norm: PathNormaliser) -> list[Record]:
+    """Parse an RSpec JSON report into records (dicts with the fields of TestCaseResult).
 
     Args:
         source: The report's name for error messages.
         data: The file's bytes (UTF-8; invalid bytes become replacement characters).
-        repo: Repository root for relative paths.
-        norm: The path normaliser for ``repo``.
+        norm: The path normaliser for the repository.
 
     Raises:
         ReportError: when the file is not JSON or not an RSpec report.
@@ -143,10 +173,10 @@ def parse_rspec_json(
     examples = doc.get("examples")
     if not isinstance(examples, list):
         raise ReportError(source, 'JSON object has no "examples" list: not an RSpec JSON report')
-    cases = [_example(i, ex, source, repo, norm) for i, ex in enumerate(examples, 1)]
+    cases = [_example(i, ex, source, norm) for i, ex in enumerate(examples, 1)]
     messages = doc.get("messages")
     if isinstance(messages, list):
         for i, text in enumerate(messages, 1):
             if isinstance(text, str) and "An error occurred" in text:
-                cases.append(_outside_error(i, text, repo, norm))
+                cases.append(_outside_error(i, text, norm))
     return cases

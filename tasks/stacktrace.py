@@ -27,27 +27,49 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from tasks.types import Location
 
-# One scan over the whole trace (re.M) instead of a Python loop per line: traces are parsed for
-# every failing case of reports with hundreds of thousands of cases.
-_FRAME = re.compile(
-    r"""^[ \t]*(?:
-        (?:\#[ \t]*)?(?:from[ \t]+)?(?P<rb_path>[^\s:\#][^:\n]*?):(?P<rb_line>\d+):in\b
-      | File[ \t]"(?P<py_path>[^"\n]+)",[ \t]line[ \t](?P<py_line>\d+)
-      | at[ \t](?P<jv_frame>[\w$.<>/]+?)\((?P<jv_file>[^():\n]+):(?P<jv_line>\d+)\)
-      | at[ \t](?:[^\n(]*?[ \t]\()?(?P<js_path>[^\s()]+?):(?P<js_line>\d+):\d+\)?[ \t]*$
-      | (?P<pt_path>[^\s:"'][^:\s"']*\.\w+):(?P<pt_line>\d+):(?=[ \t]|$)
-    )""",
-    re.M | re.X,
-)
+# Anchored patterns applied to one stripped line each, chosen by a cheap prefix test first:
+# traces are parsed for every failing case of reports with hundreds of thousands of cases, and
+# one combined multi-line pattern backtracked badly.
+_RUBY = re.compile(r"(?:#\s*)?(?:from\s+)?([^\s:#][^:]*?):(\d+):in\b")
+_PYTHON = re.compile(r'File "([^"]+)", line (\d+)')
+_JAVA = re.compile(r"at ([\w$.<>/]+)\(([^():]+):(\d+)\)")
+_JS = re.compile(r"at (?:[^()]*\()?([^\s()]+):(\d+):\d+\)?$")
+_SHORT = re.compile(r"([^\s:\"']+):(\d+):(?:\s|$)")
+
+
+def _frame(line: str) -> tuple[str, str, bool] | None:
+    """(path, line number, innermost first) for one trace line, or None."""
+    if line.startswith("at "):
+        m = _JAVA.match(line)
+        if m:
+            return _java_path(m.group(1), m.group(2)), m.group(3), True
+        if not line[-1].isdigit() and not line[-2:-1].isdigit():
+            return None  # "(Native Method)", "(Unknown Source)", "(<anonymous>)"
+        m = _JS.match(line)
+        return (m.group(1), m.group(2), True) if m else None
+    if line.startswith('File "'):
+        m = _PYTHON.match(line)
+        return (m.group(1), m.group(2), False) if m else None
+    if ":in " in line or ":in`" in line:
+        m = _RUBY.match(line)
+        if m:
+            return m.group(1), m.group(2), True
+    m = _SHORT.match(line)
+    # Only something that looks like a file name (has an extension): not "Error: 3:".
+    if m and "." in m.group(1).rsplit("/", 1)[-1]:
+        return m.group(1), m.group(2), False
+    return None
 
 
 def _not_a_file(path: str) -> bool:
     return path.startswith(("<", "node:", "internal/")) or path in ("native", "unknown")
 
 
+@lru_cache(maxsize=4096)
 def _java_path(frame: str, file_name: str) -> str:
     # Drop a module prefix (java.base/java.lang.Thread.run), then the method and the class.
     qualified = frame.rsplit("/", 1)[-1]
@@ -72,6 +94,8 @@ class PathNormaliser:
                     roots.append(root)
         self._roots = roots
         self._cached: Callable[[str], str] = lru_cache(maxsize=4096)(self._normalise)
+        #: Parsed trace lines: the same frames recur in thousands of traces of one report.
+        self.frames: dict[str, tuple[str, int, bool] | None] = {}
 
     def __call__(self, path: str) -> str:
         """Return the normalised form of ``path``."""
@@ -93,6 +117,54 @@ class PathNormaliser:
         return path
 
 
+_MISSING: Any = object()
+_FRAME_CACHE = 65536
+
+
+def _parse_line(raw: str, norm: PathNormaliser) -> tuple[str, int, bool] | None:
+    found = _frame(raw.strip())
+    if found is None:
+        return None
+    path, line, innermost_first = found
+    number = int(line)
+    if number < 1 or _not_a_file(path):
+        return None
+    return norm(path), number, innermost_first
+
+
+def trace_pairs(trace: str, norm: PathNormaliser) -> list[tuple[str, int]]:
+    """(path, line) pairs of a trace, innermost last, without consecutive duplicates.
+
+    The plain-tuple form of :func:`locations_from_trace` for bulk callers (report parsing),
+    which let pydantic build the Location objects in one validation per case.
+    """
+    ordered: list[tuple[str, int]] = []
+    block: list[tuple[str, int]] = []
+    block_reversed = False
+    frames = norm.frames
+    for raw in trace.splitlines():
+        found = frames.get(raw, _MISSING)
+        if found is _MISSING:
+            found = _parse_line(raw, norm)
+            if len(frames) >= _FRAME_CACHE:
+                frames.clear()
+            frames[raw] = found
+        if found is None:
+            continue
+        path, number, innermost_first = found
+        if block and innermost_first != block_reversed:
+            ordered.extend(reversed(block) if block_reversed else block)
+            block = []
+        block_reversed = innermost_first
+        block.append((path, number))
+    ordered.extend(reversed(block) if block_reversed else block)
+    result: list[tuple[str, int]] = []
+    for item in ordered:
+        if not result or item != result[-1]:
+            result.append(item)
+    return result
+
+
 def locations_from_trace(
     trace: str, repo: Path | None, normalise: PathNormaliser | None = None
 ) -> list[Location]:
@@ -107,35 +179,4 @@ def locations_from_trace(
         The locations, innermost last, without consecutive duplicates.
     """
     norm = normalise if normalise is not None else PathNormaliser(repo)
-    ordered: list[tuple[str, int]] = []
-    block: list[tuple[str, int]] = []
-    block_reversed = False
-    for m in _FRAME.finditer(trace):
-        if m.group("rb_path") is not None:
-            path, line, innermost_first = m.group("rb_path"), m.group("rb_line"), True
-        elif m.group("py_path") is not None:
-            path, line, innermost_first = m.group("py_path"), m.group("py_line"), False
-        elif m.group("jv_frame") is not None:
-            path = _java_path(m.group("jv_frame"), m.group("jv_file"))
-            line, innermost_first = m.group("jv_line"), True
-        elif m.group("js_path") is not None:
-            path, line, innermost_first = m.group("js_path"), m.group("js_line"), True
-        else:
-            path, line, innermost_first = m.group("pt_path"), m.group("pt_line"), False
-        number = int(line)
-        if number < 1 or _not_a_file(path):
-            continue
-        if block and innermost_first != block_reversed:
-            ordered.extend(reversed(block) if block_reversed else block)
-            block = []
-        block_reversed = innermost_first
-        block.append((norm(path), number))
-    ordered.extend(reversed(block) if block_reversed else block)
-
-    result: list[Location] = []
-    previous: tuple[str, int] | None = None
-    for item in ordered:
-        if item != previous:
-            result.append(Location(path=item[0], line=item[1]))
-            previous = item
-    return result
+    return [Location(path=p, line=n) for p, n in trace_pairs(trace, norm)]

@@ -1,0 +1,151 @@
+"""`autopilot parse REPORT... [--json]`: normalised test results from reports.
+
+Kept light on purpose (no Prefect): its start-up time is part of what users wait for in CI.
+With ``--json`` the cases are written one at a time to a temporary spool file and copied to
+stdout after the summary, so memory stays flat on reports with hundreds of thousands of cases
+while the document still opens with its summary.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO
+
+from tasks.errors import ReportError
+from tasks.reports import iter_records
+from tasks.stacktrace import PathNormaliser
+from tasks.types import FileError, RunSummary, TestCaseResult
+
+#: Failing cases listed in the human-readable table; the summary still counts all of them.
+TABLE_LIMIT = 50
+
+
+class _Tally:
+    """Running counts in the same order RunSummary.of would add them."""
+
+    def __init__(self) -> None:
+        self.counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+        self.duration = 0.0
+
+    def add(self, status: str, duration: float) -> None:
+        self.counts[status] += 1
+        self.duration += duration
+
+    def snapshot(self) -> tuple[dict[str, int], float]:
+        return dict(self.counts), self.duration
+
+    def restore(self, snap: tuple[dict[str, int], float]) -> None:
+        self.counts, self.duration = dict(snap[0]), snap[1]
+
+    def summary(self) -> RunSummary:
+        c = self.counts
+        return RunSummary(
+            tests=sum(c.values()),
+            passed=c["passed"],
+            failed=c["failed"],
+            errors=c["error"],
+            skipped=c["skipped"],
+            duration=round(self.duration, 6),
+        )
+
+
+def _parse_into(
+    reports: list[Path], spool: IO[bytes] | None, failing: list[TestCaseResult]
+) -> tuple[_Tally, list[FileError]]:
+    """Stream every report's cases into ``spool`` (JSON) and/or ``failing`` (the table)."""
+    tally = _Tally()
+    # Records go to JSON as they are: they carry TestCaseResult's fields in its order, and
+    # validating 200k of them only to serialise them again would double the run time.
+    dumps = json.JSONEncoder().encode
+    errors: list[FileError] = []
+    norm = PathNormaliser(None)
+    wrote_any = False
+    for path in reports:
+        snap = tally.snapshot()
+        position = spool.tell() if spool is not None else 0
+        had_any, kept = wrote_any, len(failing)
+        try:
+            for record in iter_records(path, None, norm):
+                tally.add(record["status"], record["duration"])
+                if record["status"] in ("failed", "error") and len(failing) < TABLE_LIMIT:
+                    failing.append(TestCaseResult.model_validate(record))
+                if spool is not None:
+                    del record["stdout"], record["stderr"]  # excluded from dumps, as in the model
+                    spool.write(b",\n" if wrote_any else b"\n")
+                    spool.write(dumps(record).encode())
+                    wrote_any = True
+        except ReportError as exc:
+            # A broken report contributes nothing, exactly as parse_reports() treats it.
+            tally.restore(snap)
+            del failing[kept:]
+            wrote_any = had_any
+            if spool is not None:
+                spool.seek(position)
+                spool.truncate()
+            errors.append(FileError(file=exc.file, error=exc.reason))
+    return tally, errors
+
+
+def _print_table(summary: RunSummary, failing: list[TestCaseResult], parsed: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if failing:
+        table = Table(title="Failures and errors")
+        for column in ("status", "test", "error", "location"):
+            table.add_column(column, overflow="fold")
+        for case in failing:
+            where = case.locations[-1] if case.locations else None
+            first_line = case.message.splitlines()[0][:120] if case.message else ""
+            table.add_row(
+                case.status,
+                case.id,
+                f"{case.error_type or ''} {first_line}".strip(),
+                f"{where.path}:{where.line}" if where else (case.file or ""),
+            )
+        console.print(table)
+        shown = summary.failed + summary.errors
+        if shown > len(failing):
+            console.print(f"... and {shown - len(failing)} more failing cases")
+    console.print(
+        f"{parsed} report(s): {summary.tests} tests, {summary.passed} passed, "
+        f"{summary.failed} failed, {summary.errors} errors, {summary.skipped} skipped "
+        f"in {summary.duration:.3f}s"
+    )
+
+
+def run(reports: list[Path], json_out: bool) -> int:
+    """Parse reports and print their normalised results.
+
+    Args:
+        reports: Report files (JUnit XML or RSpec JSON, detected by content).
+        json_out: Print one JSON document ``{"summary", "cases", "errors"}`` on stdout.
+
+    Returns:
+        0 when every report parsed, 2 when at least one could not be used (one line per bad
+        file is written to stderr).
+    """
+    failing: list[TestCaseResult] = []
+    if json_out:
+        with tempfile.TemporaryFile("w+b") as spool:
+            tally, errors = _parse_into(reports, spool, failing)
+            summary = tally.summary()
+            sys.stdout.flush()
+            out = sys.stdout.buffer
+            out.write(b'{"summary": ' + summary.model_dump_json().encode() + b', "cases": [')
+            spool.seek(0)
+            shutil.copyfileobj(spool, out, 1 << 20)
+            errs = json.dumps([e.model_dump() for e in errors]).encode()
+            out.write((b"\n" if summary.tests else b"") + b'], "errors": ' + errs + b"}\n")
+            out.flush()
+    else:
+        tally, errors = _parse_into(reports, None, failing)
+        _print_table(tally.summary(), failing, len(reports) - len(errors))
+    for err in errors:
+        print(f"autopilot: error: {err.file}: {err.error}", file=sys.stderr)
+    return 2 if errors else 0
