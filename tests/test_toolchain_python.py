@@ -79,7 +79,7 @@ def test_syntax_error_means_not_loaded(inv: Path) -> None:
     assert result.passed is False
     assert result.examples == []
     assert result.load_error is not None
-    assert result.load_error.startswith("tests/test_reports.py: collection failure")
+    assert result.load_error.startswith("ERROR collecting tests/test_reports.py")
     assert "SyntaxError: invalid syntax" in result.load_error
 
 
@@ -195,3 +195,16 @@ def test_get_toolchain_names() -> None:
     assert get_toolchain("ruby-rspec").name == "ruby-rspec"
     with pytest.raises(ConfigError, match="unknown toolchain 'maven'"):
         get_toolchain("maven")
+
+
+@pytest.mark.slow
+def test_suite_with_a_broken_file_and_without_it(inv: Path) -> None:
+    write(inv, "tests/test_reports.py", "def test_x(:\n")
+    runner = runner_for(inv)
+    broken = TC.run_suite(inv, runner)
+    assert broken.validation.loaded is False
+    assert broken.validation.load_error is not None
+    assert "ERROR collecting tests/test_reports.py" in broken.validation.load_error
+    rest = TC.run_suite(inv, runner, exclude=["tests/test_reports.py"])
+    assert rest.validation.passed
+    assert len(rest.validation.examples) == 11

@@ -279,3 +279,17 @@ def test_exit_failure_without_examples_is_not_loaded(tmp_path: Path) -> None:
 def test_rubocop_garbage_raises_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(ToolchainError, match="rubocop printed no JSON report"):
         parse_rubocop_json("Error: unknown cop Foo/Bar", tmp_path)
+
+
+@pytest.mark.slow
+def test_suite_with_a_broken_spec_and_without_it(shop: Path) -> None:
+    write(shop, "spec/models/order_spec.rb", 'require "rails_helper"\nRSpec.describe Order do\n')
+    runner = runner_for(shop)
+    broken = TC.run_suite(shop, runner)
+    assert broken.validation.loaded is False
+    assert broken.validation.load_error is not None
+    assert "while loading ./spec/models/order_spec.rb" in broken.validation.load_error
+    rest = TC.run_suite(shop, runner, exclude=["spec/models/order_spec.rb"])
+    assert rest.validation.passed
+    assert len(rest.validation.examples) == 14
+    assert rest.files["app/models/product.rb"].covered_lines > 0

@@ -98,8 +98,13 @@ class Toolchain(ABC):
         *,
         timeout_s: float | None = None,
         reports_dir: Path | None = None,
+        exclude: list[str] | None = None,
     ) -> SuiteResult:
-        """Run the whole suite with coverage of every source file."""
+        """Run the whole suite with coverage of every source file.
+
+        `exclude` lists repository-relative test files to leave out (e.g. ones that do not load,
+        so they cannot hide every other file's results).
+        """
 
     @abstractmethod
     def lint(
@@ -140,6 +145,12 @@ def keep_reports(run_dir: Path, reports_dir: Path) -> None:
 def remove_scratch(run_dir: Path) -> None:
     """Delete one run's scratch directory (best effort: a leftover is harmless)."""
     shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def join_messages(messages: list[str], each: int = 1500, limit: int = 2 * MAX_ERROR_CHARS) -> str:
+    """Error messages joined, each cut to `each` characters, so every file named survives."""
+    parts = [m.strip()[:each] for m in messages if m.strip()]
+    return "\n".join(parts)[:limit]
 
 
 def tail(text: str, limit: int = MAX_ERROR_CHARS) -> str:

@@ -28,6 +28,7 @@ from tasks.toolchains.base import (
     SuiteResult,
     Toolchain,
     ToolchainError,
+    join_messages,
     keep_reports,
     relative_path,
     remove_scratch,
@@ -97,9 +98,12 @@ def run_suite(
     *,
     timeout_s: float | None = None,
     reports_dir: Path | None = None,
+    exclude: list[str] | None = None,
 ) -> SuiteResult:
     """Run the whole suite with the coverage of every source file (unimported ones at 0 %)."""
-    result, files = _run(repo, [], None, runner, timeout_s=timeout_s, reports_dir=reports_dir)
+    result, files = _run(
+        repo, [], None, runner, timeout_s=timeout_s, reports_dir=reports_dir, exclude=exclude
+    )
     return SuiteResult(validation=result, files=files)
 
 
@@ -111,6 +115,7 @@ def _run(
     *,
     timeout_s: float | None,
     reports_dir: Path | None,
+    exclude: list[str] | None = None,
 ) -> tuple[ValidationResult, dict[str, FileCoverage]]:
     repo = repo.resolve()
     run_dir = scratch_dir(repo)
@@ -135,6 +140,7 @@ def _run(
             "-p",
             "no:cacheprovider",
             "-q",
+            *[f"--ignore={path}" for path in exclude or []],
             *specs,
         ]
         cmd = runner.run(argv, cwd=repo, env=_ENV, timeout_s=timeout_s)
@@ -195,7 +201,7 @@ def parse_pytest_run(repo: Path, xml_out: Path, cmd: CommandResult) -> Validatio
         else:
             base.examples.append(example)
     if collection_errors or cmd.exit_code in _NOT_LOADED_EXITS:
-        base.load_error = tail("\n".join(collection_errors) or output)
+        base.load_error = join_messages(collection_errors) or output
         return base
     base.loaded = True
     return base
@@ -217,7 +223,8 @@ def _case(repo: Path, case: Any) -> tuple[TestCaseResult, str | None]:
             trace = node.text
             break
     if status == "error" and not classname and message == "collection failure":
-        return _placeholder(name), f"{file or name}: collection failure\n{trace or ''}".strip()
+        # pytest's own wording, so readers that look for "ERROR collecting <file>" find it.
+        return _placeholder(name), f"ERROR collecting {file or name}\n{trace or ''}".strip()
     locations = (
         [loc for loc in locations_from_trace(trace, repo) if not loc.path.startswith("/")]
         if trace
@@ -322,9 +329,12 @@ class PythonPytestToolchain(Toolchain):
         *,
         timeout_s: float | None = None,
         reports_dir: Path | None = None,
+        exclude: list[str] | None = None,
     ) -> SuiteResult:
         """See :func:`run_suite`."""
-        return run_suite(repo, runner, timeout_s=timeout_s, reports_dir=reports_dir)
+        return run_suite(
+            repo, runner, timeout_s=timeout_s, reports_dir=reports_dir, exclude=exclude
+        )
 
     def lint(
         self, repo: Path, files: list[str], autocorrect: bool, runner: CommandRunner
