@@ -30,13 +30,13 @@ from tasks.model_messages import (
     CallRecord,
     Message,
     PromptInfo,
-    PromptMeta,
     Reply,
     Role,
     prepare_messages,
 )
 from tasks.model_replies import parse_diff_reply, parse_files_reply, parse_json_reply
 from tasks.secrets import redact
+from tasks.types import PromptMeta
 
 __all__ = [
     "CallRecord",

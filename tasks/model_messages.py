@@ -29,7 +29,7 @@ class Message(BaseModel):
 
 
 class PromptInfo(Protocol):
-    """Anything naming a prompt: this module's PromptMeta or tasks.prompts.PromptMeta."""
+    """Anything naming a prompt: e.g. tasks.types.PromptMeta."""
 
     @property
     def name(self) -> str: ...
@@ -39,16 +39,6 @@ class PromptInfo(Protocol):
 
     @property
     def sha256(self) -> str: ...
-
-
-class PromptMeta(BaseModel):
-    """Which prompt template produced a request (recorded with every call)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    version: str
-    sha256: str
 
 
 class CallRecord(BaseModel):

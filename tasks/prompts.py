@@ -35,7 +35,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.errors import ConfigError
-from tasks.types import ValidationResult
+from tasks.types import PromptMeta, ValidationResult
 
 logger = logging.getLogger(__name__)
 
@@ -68,16 +68,6 @@ class PromptHeader(BaseModel):
     reply: ReplyKind
     description: str = Field(min_length=1)
     variables: list[str]
-
-
-class PromptMeta(BaseModel):
-    """What a model call records about its prompt (run metadata and cache keys)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    version: str
-    sha256: str
 
 
 class PromptTemplate(PromptHeader):

@@ -15,6 +15,16 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class PromptMeta(BaseModel):
+    """Which prompt template produced a request: recorded with every call, part of cache keys."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    version: str
+    sha256: str
+
+
 class Location(_Model):
     """A source location taken from a stack trace (repository-relative when inside the repo)."""
 
