@@ -30,6 +30,9 @@ class ModelNames(BaseModel):
     diagnostician: str = Field("mistral-large-latest", description="Diagnoses failures (JSON)")
     surgeon: str = Field("codestral-latest", description="Writes repair diffs")
     judge: str = Field("mistral-large-latest", description="Scores tests on the rubric (JSON)")
+    scout: str | None = Field(
+        None, description="Reads logs no parser understands; default: the diagnostician's"
+    )
 
 
 class ModelSettings(BaseModel):
