@@ -63,6 +63,24 @@ def map_(repo: RepoOpt = Path("."), json_out: JsonOpt = False) -> None:
     raise typer.Exit(run(repo, json_out))
 
 
+@app.command()
+def audit(
+    ctx: typer.Context,
+    repo: RepoOpt = Path("."),
+    ref: Annotated[str, typer.Option("--ref", help="Commit or branch to audit.")] = "HEAD",
+    json_out: JsonOpt = False,
+) -> None:
+    """Coverage, lint, static rubric and pass/fail per file; no model."""
+    from flows.commands.audit import run
+
+    raise typer.Exit(run(repo, ref, json_out, verbose=_verbose(ctx)))
+
+
+def _verbose(ctx: typer.Context) -> bool:
+    root = ctx.find_root()
+    return bool(root.params.get("verbose", False))
+
+
 def main() -> None:
     """Console-script entry: turns project errors into one line and their exit code."""
     from tasks.errors import AutopilotError
