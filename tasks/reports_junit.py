@@ -45,7 +45,9 @@ _DECLARED = re.compile(rb"""^\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)
 # Characters XML 1.0 forbids; real reports carry them (ANSI colour codes in captured output).
 _FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _TYPE_LINE = re.compile(r"^\S+:\d+: ([A-Za-z_][\w.]*)\s*$", re.M)
-_TYPE_PREFIX = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failure|Exit|Interrupt))\b")
+_TYPE_PREFIX = re.compile(
+    r"^((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure|Exit|Interrupt))(?=:|$)"
+)
 _PARAMS = re.compile(r"(\[.*\])$", re.S)
 
 
