@@ -23,7 +23,7 @@ import shutil
 import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -110,6 +110,11 @@ class Runner(ABC):
         self.root = root
         self.limits = limits or Limits.from_settings(settings)
         self.cache = ResultCache(cache_dir if cache_dir is not None else default_cache_dir())
+        self._setup()
+
+    @abstractmethod
+    def _setup(self) -> None:
+        """Backend-specific checks, run at the end of construction."""
 
     def run(
         self,
@@ -245,21 +250,15 @@ def _spawn(
             cgroup.remove()
 
 
-@dataclass
-class _BwrapCheck:
-    ok: bool
-    detail: str = field(default="")
-
-
 @functools.cache
-def _bwrap_works(bwrap: str) -> _BwrapCheck:
+def _bwrap_works(bwrap: str) -> tuple[bool, str]:
     """Probe once whether bwrap can create its namespaces on this host."""
     probe = [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"]
     try:
         proc = subprocess.run(probe, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return _BwrapCheck(False, str(exc))
-    return _BwrapCheck(proc.returncode == 0, proc.stderr.strip())
+        return False, str(exc)
+    return proc.returncode == 0, proc.stderr.strip()
 
 
 class BwrapRunner(Runner):
@@ -267,21 +266,13 @@ class BwrapRunner(Runner):
 
     backend = "bwrap"
 
-    def __init__(
-        self,
-        settings: SandboxSettings,
-        root: Path,
-        *,
-        cache_dir: Path | None = None,
-        limits: Limits | None = None,
-    ) -> None:
-        super().__init__(settings, root, cache_dir=cache_dir, limits=limits)
+    def _setup(self) -> None:
         self.bwrap = _tool("bwrap")
         self.prlimit = _tool("prlimit")
-        check = _bwrap_works(self.bwrap)
-        if not check.ok:
+        ok, detail = _bwrap_works(self.bwrap)
+        if not ok:
             raise SandboxError(
-                f"bwrap cannot create a sandbox on this host ({check.detail or 'unknown error'}):"
+                f"bwrap cannot create a sandbox on this host ({detail or 'unknown error'}):"
                 " enable user namespaces or choose sandbox backend none"
             )
         self._cgroups = pids_cgroup_parent() is not None
@@ -348,15 +339,7 @@ class LocalRunner(Runner):
 
     backend = "none"
 
-    def __init__(
-        self,
-        settings: SandboxSettings,
-        root: Path,
-        *,
-        cache_dir: Path | None = None,
-        limits: Limits | None = None,
-    ) -> None:
-        super().__init__(settings, root, cache_dir=cache_dir, limits=limits)
+    def _setup(self) -> None:
         self.prlimit = _tool("prlimit")
         logger.warning(
             "sandbox backend 'none': commands in %s run on the host with no isolation "

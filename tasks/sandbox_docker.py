@@ -15,7 +15,6 @@ from typing import Any
 import requests
 from docker.types import Ulimit
 
-from tasks.config import SandboxSettings
 from tasks.errors import SandboxError
 from tasks.sandbox import SANDBOX_HOME, Limits, Runner
 from tasks.sandbox_proc import RawResult, TailBuffer
@@ -79,15 +78,8 @@ class DockerRunner(Runner):
 
     backend = "docker"
 
-    def __init__(
-        self,
-        settings: SandboxSettings,
-        root: Path,
-        *,
-        cache_dir: Path | None = None,
-        limits: Limits | None = None,
-    ) -> None:
-        super().__init__(settings, root, cache_dir=cache_dir, limits=limits)
+    def _setup(self) -> None:
+        # Connecting is deferred to the first run, so building a runner stays cheap.
         self._client: Any = None
 
     def client(self) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import signal
 import subprocess
 import threading
@@ -75,6 +76,25 @@ def _kill_tree(proc: subprocess.Popen[bytes], cgroup: PidsCgroup | None) -> None
         cgroup.kill_all()
 
 
+def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Wait until `proc` exits (True) or `timeout_s` passes (False), without reaping it."""
+    # Popen.wait(timeout) polls with sleeps of up to 50 ms, which is most of the sandbox's
+    # overhead on a short run; a pidfd wakes us the moment the process exits.
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout_s)
+    finally:
+        os.close(fd)
+    return bool(ready)
+
+
 def run_process(
     argv: list[str],
     *,
@@ -120,9 +140,7 @@ def run_process(
         t.start()
     timed_out = False
     try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out = not _wait_exit(proc, timeout_s)
     finally:
         # Also after a normal exit: background children must not outlive the run.
         _kill_tree(proc, cgroup)

@@ -1,0 +1,122 @@
+"""Benchmark: one real rspec run through the bwrap sandbox against the same run as a plain
+subprocess, and the time of a result-cache hit.
+
+Both sides run a generated tiny spec directory (a few files, a few dozen examples), interleaved
+(sandbox, plain, sandbox, plain, ...) so drift on the host hits both alike; the medians are
+compared. The sandboxed time is measured around `Runner.run`, so it includes everything the
+sandbox adds: cgroup set-up and removal, bwrap's namespaces and mounts, prlimit, output capture.
+Targets: sandbox overhead <= 1.10x the plain run; a cache hit < 50 ms (an absolute target for
+the `_ms` figure). Prints a table, then one JSON line
+``{"bench": "sandbox", "figures": [...]}``.
+
+Usage: ``.venv/bin/python bench/sandbox_bench.py [--runs R]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tasks.config import SandboxSettings
+from tasks.sandbox import cache_key, make_runner
+
+SPEC = """
+RSpec.describe "calculator {n}" do
+{examples}
+end
+"""
+
+
+def make_project(root: Path, files: int = 4, examples: int = 10) -> None:
+    """A tiny spec directory: `files` spec files with `examples` passing examples each."""
+    (root / "spec").mkdir(parents=True)
+    for n in range(files):
+        body = "\n".join(
+            f"  it('adds {i}') {{ expect({i} + {n}).to eq({i + n}) }}" for i in range(examples)
+        )
+        (root / "spec" / f"calc_{n}_spec.rb").write_text(SPEC.format(n=n, examples=body))
+
+
+def main() -> None:
+    """Generate the project, measure both sides and the cache, print the table and JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=9, help="repetitions of each side")
+    args = parser.parse_args()
+    rspec = shutil.which("rspec")
+    if rspec is None or shutil.which("bwrap") is None:
+        raise SystemExit("needs rspec and bwrap on PATH")
+    argv = [rspec, "--format", "progress"]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "project"
+        make_project(root)
+        runner = make_runner(
+            SandboxSettings(backend="bwrap", timeout_s=120), root, cache_dir=Path(tmp) / "cache"
+        )
+        sandboxed: list[float] = []
+        plain: list[float] = []
+        # One warm-up of each: the first Ruby start pays for cold page cache.
+        runner.run(argv, cwd=root)
+        subprocess.run(argv, cwd=root, capture_output=True, check=True)
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            res = runner.run(argv, cwd=root)
+            sandboxed.append(time.perf_counter() - start)
+            if res.exit_code != 0 or "40 examples, 0 failures" not in res.stdout:
+                raise SystemExit(f"sandboxed rspec failed: {res.stderr or res.stdout}")
+            start = time.perf_counter()
+            done = subprocess.run(argv, cwd=root, capture_output=True, text=True, check=False)
+            plain.append(time.perf_counter() - start)
+            if done.returncode != 0 or "40 examples, 0 failures" not in done.stdout:
+                raise SystemExit(f"plain rspec failed: {done.stderr or done.stdout}")
+
+        key = cache_key("bench-commit", "", argv)
+        first = runner.run(argv, cwd=root, cache_key=key)
+        hits: list[float] = []
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            hit = runner.run(argv, cwd=root, cache_key=key)
+            hits.append(time.perf_counter() - start)
+            if not hit.cached or hit.stdout != first.stdout:
+                raise SystemExit("cache hit expected")
+
+    sandbox_s, plain_s = statistics.median(sandboxed), statistics.median(plain)
+    hit_ms = statistics.median(hits) * 1000
+    figures = [
+        {
+            "name": "rspec_sandboxed_s",
+            "value": round(sandbox_s, 4),
+            "baseline": round(plain_s, 4),
+            "ratio": round(sandbox_s / plain_s, 3),
+            "target": 1.10,
+        },
+        {
+            "name": "cache_hit_ms",
+            "value": round(hit_ms, 3),
+            "baseline": round(sandbox_s * 1000, 1),
+            "ratio": round(hit_ms / (sandbox_s * 1000), 4),
+            "target": 50.0,
+        },
+    ]
+    print(f"rspec, 4 files, 40 examples; median of {args.runs} interleaved runs per side")
+    print(f"{'figure':<20}{'value':>12}{'baseline':>12}{'ratio':>9}{'target':>9}  ok")
+    for fig in figures:
+        measured = fig["value"] if str(fig["name"]).endswith("_ms") else fig["ratio"]
+        ok = "yes" if float(measured) <= float(fig["target"]) else "NO"
+        print(
+            f"{fig['name']:<20}{fig['value']:>12}{fig['baseline']:>12}"
+            f"{fig['ratio']:>9}{'<=' + str(fig['target']):>9}  {ok}"
+        )
+    print(json.dumps({"bench": "sandbox", "figures": figures}))
+
+
+if __name__ == "__main__":
+    main()
