@@ -34,7 +34,8 @@ from tasks.types import TestStatus
 #: One test case as a plain dict with the fields of TestCaseResult.
 Record = dict[str, Any]
 
-CHUNK = 1 << 20
+#: Small enough that the cases completed by one chunk (yielded after it) stay few.
+CHUNK = 1 << 16
 #: Captured output beyond this is cut (the tail is kept: the end of a log explains a failure).
 MAX_OUTPUT = 64 * 1024
 #: Failure text beyond this is cut (the head is kept: it holds the message and innermost frames).
