@@ -9,6 +9,7 @@ while the document still opens with its summary.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -94,7 +95,9 @@ def _print_table(summary: RunSummary, failing: list[TestCaseResult], parsed: int
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    # CI logs are not terminals: rich would wrap ids at 80 columns there.
+    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    console = Console(width=None if wide else 160)
     if failing:
         table = Table(title="Failures and errors")
         for column in ("status", "test", "error", "location"):

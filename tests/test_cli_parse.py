@@ -1,0 +1,118 @@
+"""`autopilot parse` end to end, as a subprocess of the installed console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tasks.reports import parse_reports
+
+ROOT = Path(__file__).resolve().parents[1]
+AUTOPILOT = ROOT / ".venv" / "bin" / "autopilot"
+FIXTURES = Path(__file__).parent / "fixtures" / "reports"
+
+CASE_KEYS = {
+    "id",
+    "name",
+    "classname",
+    "file",
+    "line",
+    "status",
+    "duration",
+    "message",
+    "error_type",
+    "trace",
+    "locations",
+}
+
+
+def autopilot(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}  # a wide table: ids are not folded
+    return subprocess.run(
+        [str(AUTOPILOT), "parse", *args], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+@pytest.mark.slow
+def test_json_document_matches_the_library(tmp_path: Path) -> None:
+    reports = [FIXTURES / "surefire.xml", FIXTURES / "nested.xml", FIXTURES / "jest-junit.xml"]
+    done = autopilot("--json", *map(str, reports))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert list(doc) == ["summary", "cases", "errors"]
+    assert doc["errors"] == []
+    assert set(doc["summary"]) == {"tests", "passed", "failed", "errors", "skipped", "duration"}
+    assert all(set(case) == CASE_KEYS for case in doc["cases"])
+    # The streamed output is exactly what the typed models dump (the CLI skips validation).
+    expected = json.loads(parse_reports(reports).model_dump_json())
+    assert doc["summary"] == expected["summary"]
+    assert doc["cases"] == expected["cases"]
+    assert doc["summary"]["tests"] == 12
+    failed = next(c for c in doc["cases"] if c["name"] == "totalIncludesTax")
+    assert failed["locations"][1] == {"path": "com/example/shop/CartTest.java", "line": 31}
+
+
+@pytest.mark.slow
+def test_bad_file_exits_2_with_one_line_per_file_and_keeps_the_rest(tmp_path: Path) -> None:
+    truncated = tmp_path / "truncated.xml"
+    truncated.write_text('<testsuite><testcase name="a"/><testcase name="b"')
+    missing = tmp_path / "missing.xml"
+    done = autopilot("--json", str(FIXTURES / "ant.xml"), str(truncated), str(missing))
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"autopilot: error: {truncated}: malformed or truncated JUnit XML")
+    assert lines[1] == f"autopilot: error: {missing}: no such file"
+    doc = json.loads(done.stdout)
+    assert doc["summary"]["tests"] == 3  # ant.xml only: the truncated file's cases are dropped
+    assert [c["name"] for c in doc["cases"]] == ["testEmpty", "testNested", "testNull"]
+    assert doc["errors"] == [
+        {"file": str(truncated), "error": lines[0].split(f"{truncated}: ", 1)[1]},
+        {"file": str(missing), "error": "no such file"},
+    ]
+
+
+@pytest.mark.slow
+def test_only_bad_files_gives_an_empty_valid_document(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.json"
+    junk.write_bytes(b"\x00\x01\x02binary")
+    done = autopilot("--json", str(junk))
+    assert done.returncode == 2
+    doc = json.loads(done.stdout)
+    assert doc["cases"] == [] and doc["summary"]["tests"] == 0
+    assert done.stderr.strip() == (
+        f"autopilot: error: {junk}: not a JUnit XML or RSpec JSON report (binary data)"
+    )
+
+
+@pytest.mark.slow
+def test_human_readable_output_lists_failures_and_summary() -> None:
+    done = autopilot(str(FIXTURES / "ant.xml"), str(FIXTURES / "gradle.xml"))
+    assert done.returncode == 0, done.stderr
+    assert "com.acme.ParserTest::testNested" in done.stdout
+    assert "java.lang.NullPointerException" in done.stdout
+    assert "2 report(s): 6 tests, 2 passed, 2 failed, 1 errors, 1 skipped" in done.stdout
+    assert done.stderr == ""
+
+
+@pytest.mark.slow
+def test_parse_does_not_import_prefect(tmp_path: Path) -> None:
+    code = (
+        "import sys\nfrom flows.cli import app\n"
+        "try:\n    app(['parse', '--json', sys.argv[1]])\nexcept SystemExit:\n    pass\n"
+        "assert 'prefect' not in sys.modules, 'prefect imported'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(FIXTURES / "ant.xml")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
