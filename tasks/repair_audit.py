@@ -1,0 +1,417 @@
+"""The auditor: static checks, risk, and a sandbox re-run of a patch. Verdict in AuditResult.
+
+Static: every path inside the project (no absolute paths, no ``..``, nothing under ``.git/``),
+no symlinks, no binary diffs, ``git apply --check``, and a syntax check of changed files
+(``ruby -c``, Python's parser) in the sandbox. Risk: dependency manifests and lock files, CI
+configuration, migrations and schema, configured ``risky_paths``, more than ``max_patch_lines``
+changed lines, production code edited when the diagnosis says the test is wrong or a mock is
+involved. Then a fresh worktree at the base commit gets the patch and the failing examples'
+files plus the specs mapped to changed sources are re-run. An identical (commit, patch, specs)
+reuses its earlier result (level 1 of the two-level cache).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from tasks.config import RepairSettings, Settings
+from tasks.discovery import map_repo
+from tasks.git import worktree
+from tasks.prompts import format_failure_output
+from tasks.repair import AuditResult, FailureGroup
+from tasks.repair_roles import error_type_of, is_test_path
+from tasks.replies import Diagnosis
+from tasks.sandbox import make_runner
+from tasks.sandbox_cache import cache_key
+from tasks.toolchains import get_toolchain
+from tasks.toolchains.base import CommandRunner
+from tasks.types import TestCaseResult, ValidationResult
+
+log = logging.getLogger(__name__)
+
+_MANIFESTS = {
+    "Gemfile",
+    "Gemfile.lock",
+    "gems.rb",
+    "gems.locked",
+    "package.json",
+    "package-lock.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "pyproject.toml",
+    "poetry.lock",
+    "uv.lock",
+    "Pipfile",
+    "Pipfile.lock",
+    "setup.py",
+    "setup.cfg",
+    "go.mod",
+    "go.sum",
+    "Cargo.toml",
+    "Cargo.lock",
+    "pom.xml",
+    "build.gradle",
+    "build.gradle.kts",
+    "composer.json",
+    "composer.lock",
+}
+_MANIFEST_GLOBS = ("*.gemspec", "requirements*.txt", "constraints*.txt")
+_CI = (".github/", ".gitlab-ci.yml", ".circleci/", "Jenkinsfile", ".travis.yml", ".buildkite/")
+_CI_GLOBS = ("azure-pipelines*.yml", ".gitlab/*", "bitbucket-pipelines.yml")
+_MIGRATIONS = ("db/migrate/", "db/schema.rb", "db/structure.sql", "alembic/")
+_MOCK_WORDS = re.compile(
+    r"\b(mock|mocks|mocked|stub|stubbed|double|instance_double|MagicMock|receive\(|"
+    r"RSpec::Mocks|unittest\.mock|monkeypatch)",
+    re.IGNORECASE,
+)
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
+@dataclass
+class PatchInfo:
+    """What a unified diff touches."""
+
+    files: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    added_lines: int = 0
+    removed_lines: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def changed_lines(self) -> int:
+        return self.added_lines + self.removed_lines
+
+
+def _path_problem(path: str) -> str | None:
+    if not path:
+        return "empty path"
+    if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
+        return f"{path!r}: absolute path"
+    if "\\" in path or "\x00" in path:
+        return f"{path!r}: backslash or NUL in path"
+    parts = path.split("/")
+    if ".." in parts:
+        return f"{path!r}: '..' leaves the repository"
+    if any(p.lower() == ".git" for p in parts):
+        return f"{path!r}: inside .git/"
+    return None
+
+
+def _strip_prefix(raw: str) -> str | None:
+    """A header path without its a/ or b/ prefix and timestamp; None for /dev/null."""
+    path = raw.split("\t", 1)[0].strip()
+    if path.startswith('"') and path.endswith('"'):
+        path = path[1:-1]
+    if path == "/dev/null":
+        return None
+    if path.startswith(("a/", "b/")):
+        return path[2:]
+    return path
+
+
+def parse_patch(diff: str) -> PatchInfo:
+    """The files a diff touches, its size, and what makes it unsafe (see the module docstring)."""
+    info = PatchInfo()
+    files: dict[str, None] = {}
+    in_hunk = False
+    old: str | None = None
+    for line in diff.splitlines():
+        if line.startswith("diff --git "):
+            in_hunk = False
+            continue
+        if line.startswith("--- ") and not in_hunk:
+            old = _strip_prefix(line[4:])
+            continue
+        if line.startswith("+++ ") and not in_hunk:
+            new = _strip_prefix(line[4:])
+            for path in (old, new):
+                if path is not None:
+                    files.setdefault(path, None)
+            if new is None and old is not None:
+                info.deleted.append(old)
+            continue
+        if _HUNK.match(line):
+            in_hunk = True
+            continue
+        if line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+            files.setdefault(line.split(" ", 2)[2].strip(), None)
+            in_hunk = False
+        elif re.match(r"^(new file mode|deleted file mode|old mode|new mode) 120000", line):
+            info.problems.append("symbolic links are not allowed in a repair patch")
+        elif line.startswith(("GIT binary patch", "Binary files ")):
+            info.problems.append("binary diffs are not allowed in a repair patch")
+        elif in_hunk and line.startswith("+"):
+            info.added_lines += 1
+        elif in_hunk and line.startswith("-"):
+            info.removed_lines += 1
+        elif in_hunk and not line.startswith((" ", "\\")) and line:
+            in_hunk = False
+    info.files = list(files)
+    if not info.files:
+        info.problems.append("the diff names no file")
+    for path in info.files:
+        problem = _path_problem(path)
+        if problem:
+            info.problems.append(problem)
+    return info
+
+
+def _matches(path: str, patterns: tuple[str, ...] | list[str]) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def risk_reasons(
+    info: PatchInfo,
+    diagnosis: Diagnosis | None,
+    group: FailureGroup,
+    settings: RepairSettings,
+) -> list[str]:
+    """Why this patch needs a person even if the tests pass ([] when it does not)."""
+    reasons: list[str] = []
+    for path in info.files:
+        name = path.rsplit("/", 1)[-1]
+        if name in _MANIFESTS or _matches(path, _MANIFEST_GLOBS):
+            reasons.append(f"{path}: dependency manifest or lock file")
+        elif path.startswith(_CI) or name in _CI or _matches(path, _CI_GLOBS):
+            reasons.append(f"{path}: CI configuration")
+        elif path.startswith(_MIGRATIONS) or "/migrations/" in f"/{path}":
+            reasons.append(f"{path}: database migration or schema")
+        elif settings.risky_paths and _matches(path, settings.risky_paths):
+            reasons.append(f"{path}: matches a configured risky path")
+    for path in info.deleted:
+        if is_test_path(path):
+            reasons.append(f"{path}: deletes a test file")
+    if info.changed_lines > settings.max_patch_lines:
+        reasons.append(
+            f"{info.changed_lines} changed lines, more than max_patch_lines "
+            f"({settings.max_patch_lines})"
+        )
+    production = [p for p in info.files if not is_test_path(p)]
+    if production and diagnosis is not None:
+        if diagnosis.wrong_side == "test":
+            reasons.append(
+                f"edits production code ({', '.join(production)}) although the diagnosis "
+                "says the test is wrong"
+            )
+        else:
+            evidence = " ".join(
+                [diagnosis.root_cause, diagnosis.repair_strategy]
+                + [f"{c.message or ''} {c.trace or ''}" for c in group.tests]
+            )
+            if _MOCK_WORDS.search(evidence):
+                reasons.append(
+                    f"edits production code ({', '.join(production)}) where a mock is involved"
+                )
+    return reasons
+
+
+def git_apply(root: Path, sub: str, diff: str, *, check: bool) -> str | None:
+    """`git apply [--check]` of `diff` at the worktree `root`, paths under `sub`.
+
+    Returns:
+        None when it applies (or applied), else git's message.
+    """
+    argv = ["git", "-C", str(root), "apply", "--whitespace=nowarn"]
+    if sub:
+        argv.append(f"--directory={sub}")
+    if check:
+        argv.append("--check")
+    text = diff if diff.endswith("\n") else diff + "\n"
+    try:
+        done = subprocess.run([*argv, "-"], input=text, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"git apply failed: {exc}"
+    if done.returncode != 0:
+        return (done.stderr or done.stdout).strip() or f"git apply exited {done.returncode}"
+    return None
+
+
+def syntax_errors(project: Path, files: list[str], runner: CommandRunner) -> list[str]:
+    """`ruby -c` / Python's parser on the changed files that exist; one line per broken file."""
+    errors: list[str] = []
+    for path in files:
+        if not (project / path).is_file():
+            continue
+        if path.endswith((".rb", ".rake")) or path.rsplit("/", 1)[-1] in ("Gemfile", "Rakefile"):
+            argv = ["ruby", "-c", path]
+        elif path.endswith(".py"):
+            # ast.parse, not py_compile: nothing is written into the worktree.
+            code = "import ast,sys; ast.parse(open(sys.argv[1],'rb').read(), sys.argv[1])"
+            argv = [sys.executable, "-c", code, path]
+        else:
+            continue
+        result = runner.run(argv, cwd=project, timeout_s=60)
+        if result.exit_code != 0:
+            text = (result.stderr or result.stdout).strip().splitlines()
+            errors.append(f"{path}: syntax error: {' '.join(text[-3:])[:500]}")
+    return errors
+
+
+def _cache_path(home: Path, key: str) -> Path:
+    return home / "cache" / "repair" / f"{key}.json"
+
+
+def _cached_validation(home: Path, key: str) -> ValidationResult | None:
+    try:
+        return ValidationResult.model_validate_json(_cache_path(home, key).read_text("utf-8"))
+    except (OSError, ValidationError):
+        return None
+
+
+def _store_validation(home: Path, key: str, result: ValidationResult) -> None:
+    path = _cache_path(home, key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(result.model_dump_json())
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("%s: could not store the validation: %s", path, exc)
+
+
+def rerun_specs(project: Path, toolchain: str, group: FailureGroup, files: list[str]) -> list[str]:
+    """The failing examples' files plus the specs mapped to changed sources (the neighbours)."""
+    specs = dict.fromkeys(group.spec_files)
+    changed_sources = {f for f in files if not is_test_path(f)}
+    changed_specs = [f for f in files if is_test_path(f) and (project / f).is_file()]
+    if changed_sources:
+        mapping = map_repo(project, toolchain)
+        for mapped in mapping.files:
+            if mapped.source in changed_sources:
+                specs.update(dict.fromkeys(mapped.specs))
+    for spec in changed_specs:
+        name = spec.rsplit("/", 1)[-1]
+        if name.endswith("_spec.rb") or (name.startswith("test_") and name.endswith(".py")):
+            specs.setdefault(spec, None)
+    return [s for s in specs if (project / s).is_file()]
+
+
+def _same(a: TestCaseResult, b: TestCaseResult) -> bool:
+    return a.id == b.id or (a.file == b.file and a.name == b.name)
+
+
+def judge_rerun(
+    group: FailureGroup, result: ValidationResult, known_failures: list[TestCaseResult]
+) -> tuple[bool, str, bool]:
+    """(passed, feedback, diagnosis_wrong) from the re-run of a patched worktree."""
+    if not result.loaded or result.reason:
+        why = result.load_error or result.reason or "the specs did not load"
+        return False, f"After the patch the tests could not run: {why}", False
+    failing = [e for e in result.examples if e.status in ("failed", "error")]
+    still = [e for e in failing if any(_same(e, t) for t in group.tests)]
+    missing = [t for t in group.tests if not any(_same(e, t) for e in result.examples)]
+    broken = [
+        e
+        for e in failing
+        if not any(_same(e, t) for t in group.tests)
+        and not any(_same(e, k) for k in known_failures)
+    ]
+    problems: list[str] = []
+    if still:
+        problems.append(f"{len(still)} of {len(group.tests)} failing examples still fail")
+    if missing:
+        problems.append("examples no longer run: " + ", ".join(t.id for t in missing[:5]))
+    if broken:
+        problems.append("the patch breaks passing examples: " + ", ".join(e.id for e in broken))
+    if not problems:
+        return True, "", False
+    unchanged = bool(still) and len(still) == len(group.tests) and not broken
+    for e in still:
+        orig = next(t for t in group.tests if _same(e, t))
+        if (error_type_of(e), (e.message or "").strip()) != (
+            error_type_of(orig),
+            (orig.message or "").strip(),
+        ):
+            unchanged = False
+    feedback = "; ".join(problems)
+    if unchanged:
+        feedback += (
+            ". The failures are exactly as before the patch: the diagnosis looks wrong, "
+            "the cause is elsewhere"
+        )
+    return False, feedback, unchanged
+
+
+def audit_patch(
+    *,
+    repo_root: Path,
+    sub: str,
+    base_commit: str,
+    toolchain: str,
+    patch: str,
+    group: FailureGroup,
+    diagnosis: Diagnosis | None,
+    known_failures: list[TestCaseResult],
+    settings: Settings,
+) -> AuditResult:
+    """Audit one patch: static checks, risk, then the sandbox re-run; see the module docstring.
+
+    Raises:
+        SandboxError, GitError, ToolchainError: a tool failed (the flow hands the group over).
+    """
+    info = parse_patch(patch)
+    base = AuditResult(
+        verdict="NEEDS_REVISION", changed_files=info.files, changed_lines=info.changed_lines
+    )
+    if info.problems:
+        base.static_errors = info.problems
+        base.feedback = "Patch refused: " + "; ".join(info.problems)
+        return base
+    with worktree(repo_root, base_commit) as wt:
+        project = wt / sub if sub else wt
+        links = [p for p in info.files if (project / p).is_symlink()]
+        if links:
+            base.static_errors = [f"{p}: is a symbolic link" for p in links]
+            base.feedback = "Patch refused: " + "; ".join(base.static_errors)
+            return base
+        error = git_apply(wt, sub, patch, check=True)
+        if error:
+            base.static_errors = [f"git apply --check: {error}"]
+            base.feedback = f"The patch does not apply to the original code: {error}"
+            return base
+        base.risks = risk_reasons(info, diagnosis, group, settings.repair)
+        git_apply(wt, sub, patch, check=False)
+        runner = make_runner(settings.sandbox, root=wt)
+        base.static_errors = syntax_errors(project, info.files, runner)
+        if base.static_errors:
+            base.feedback = "The patched files do not parse: " + "; ".join(base.static_errors)
+            return base
+        specs = rerun_specs(project, toolchain, group, info.files)
+        base.rerun_specs = specs
+        digest = hashlib.sha256(patch.encode()).hexdigest()
+        key = cache_key(base_commit, digest, specs, extra=json.dumps([toolchain, sub, "v1"]))
+        result = _cached_validation(settings.home, key)
+        if result is None:
+            result = get_toolchain(toolchain).run_specs(project, specs, None, runner)
+            if result.reason is None:  # a timeout may be transient: never cache it
+                _store_validation(settings.home, key, result)
+        else:
+            base.cached = True
+    base.rerun_output = format_failure_output(result) or (
+        f"{len(result.examples)} examples ran, all passed"
+    )
+    passed, feedback, wrong = judge_rerun(group, result, known_failures)
+    base.diagnosis_wrong = wrong
+    if not passed:
+        base.feedback = feedback
+        return base
+    if base.risks:
+        base.verdict = "RISKY"
+        base.feedback = "Tests pass, but the patch needs a person: " + "; ".join(base.risks)
+        return base
+    base.verdict = "PASSED"
+    return base

@@ -1,0 +1,276 @@
+"""Plain repair functions: grouping, patch safety and risk, re-run judgement, routing, commits."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tasks.config import RepairSettings
+from tasks.git import BranchExistsError
+from tasks.repair import (
+    Attempt,
+    AuditResult,
+    FailureGroup,
+    GroupState,
+    metrics,
+    route_after_audit,
+    route_after_diagnosis,
+)
+from tasks.repair_audit import judge_rerun, parse_patch, risk_reasons
+from tasks.repair_branch import GroupCommit, commit_chain
+from tasks.repair_roles import error_type_of, group_failures, message_shape
+from tasks.replies import Alternative, Diagnosis
+from tasks.types import Location, MappedFile, Mapping, SourceKind, TestCaseResult, ValidationResult
+
+
+def case(
+    id: str,
+    message: str,
+    *,
+    file: str = "spec/models/product_spec.rb",
+    status: str = "failed",
+    error_type: str | None = "RSpec::Expectations::ExpectationNotMetError",
+    locations: list[tuple[str, int]] | None = None,
+) -> TestCaseResult:
+    return TestCaseResult(
+        id=id,
+        name=id,
+        file=file,
+        status=status,  # type: ignore[arg-type]
+        message=message,
+        error_type=error_type,
+        locations=[Location(path=p, line=n) for p, n in (locations or [])],
+    )
+
+
+def diagnosis(wrong_side: str = "code", confidence: float = 0.9, cause: str = "x") -> Diagnosis:
+    return Diagnosis(
+        root_cause=cause,
+        affected_code_blocks=[],
+        repair_strategy="fix it",
+        confidence=confidence,
+        wrong_side=wrong_side,  # type: ignore[arg-type]
+        alternatives=[Alternative(root_cause="alt cause", repair_strategy="alt", confidence=0.2)],
+    )
+
+
+MAPPING = Mapping(
+    toolchain="ruby-rspec",
+    files=[
+        MappedFile(
+            source="app/models/product.rb",
+            kind=SourceKind.MODEL,
+            specs=["spec/models/product_spec.rb"],
+            expected_spec="spec/models/product_spec.rb",
+        )
+    ],
+    untested=[],
+)
+
+
+def test_failures_with_one_cause_form_one_group_and_others_stay_apart() -> None:
+    cases = [
+        case("a", "expected: 100\n     got: 120", locations=[("app/models/product.rb", 7)]),
+        case("b", "expected: 5\n     got: 6", locations=[("app/models/product.rb", 7)]),
+        case("c", "undefined method `name' for nil", error_type="NoMethodError"),
+        case("d", "passed", status="passed"),
+        case("e", "expected: 1\n     got: 2", locations=[("app/models/order.rb", 3)]),
+    ]
+    groups = group_failures(cases, MAPPING)
+    assert [[t.id for t in g.tests] for g in groups] == [["a", "b"], ["c"], ["e"]]
+    first = groups[0]
+    assert first.source == "app/models/product.rb"
+    assert first.frame == "app/models/product.rb:7"
+    assert first.signature == (
+        "RSpec::Expectations::ExpectationNotMetError | expected: <n> | "
+        "app/models/product.rb:7 | app/models/product.rb"
+    )
+    assert first.id.startswith("g-") and first.id != groups[2].id
+
+
+def test_message_shape_blanks_numbers_strings_and_objects() -> None:
+    assert message_shape("expected 'abc' got #<User id=3> at 0xdeadbeef 12.5") == (
+        "expected <str> got <obj> at <hex> <n>"
+    )
+
+
+def test_pytest_error_type_comes_from_the_trace_when_the_report_has_none() -> None:
+    c = case("t", "assert 6 == 5", error_type=None)
+    c.trace = (
+        "def test_x():\n>  assert f() == 5\nE  assert 6 == 5\n\ntests/test_p.py:9: AssertionError"
+    )
+    assert error_type_of(c) == "AssertionError"
+
+
+DIFF = """\
+--- a/app/models/product.rb
++++ b/app/models/product.rb
+@@ -1,3 +1,3 @@
+ class Product
+-  RATE = 6
++  RATE = 5
+ end
+"""
+
+
+def test_parse_patch_counts_changed_lines_and_files() -> None:
+    info = parse_patch(DIFF)
+    assert info.files == ["app/models/product.rb"]
+    assert (info.added_lines, info.removed_lines, info.problems) == (1, 1, [])
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        ("a/../etc/passwd", "b/../etc/passwd", "'..' leaves the repository"),
+        ("/etc/passwd", "/etc/passwd", "absolute path"),
+        ("a/.git/config", "b/.git/config", "inside .git/"),
+    ],
+)
+def test_unsafe_paths_are_refused(old: str, new: str, why: str) -> None:
+    diff = DIFF.replace("a/app/models/product.rb", old).replace("b/app/models/product.rb", new)
+    problems = parse_patch(diff).problems
+    assert any(why in p for p in problems), problems
+
+
+def test_symlinks_and_binary_diffs_are_refused() -> None:
+    link = (
+        "diff --git a/x b/x\nnew file mode 120000\n--- /dev/null\n+++ b/x\n@@ -0,0 +1 @@\n+/etc\n"
+    )
+    assert "symbolic links" in parse_patch(link).problems[0]
+    binary = "diff --git a/x.png b/x.png\nGIT binary patch\nliteral 3\n"
+    assert any("binary" in p for p in parse_patch(binary).problems)
+
+
+def test_risk_reasons() -> None:
+    group = group_failures([case("a", "expected 1")], MAPPING)[0]
+    settings = RepairSettings(max_patch_lines=3, risky_paths=["app/core/*"])
+    manifest = DIFF.replace("app/models/product.rb", "Gemfile.lock")
+    assert risk_reasons(parse_patch(manifest), None, group, settings) == [
+        "Gemfile.lock: dependency manifest or lock file"
+    ]
+    migration = DIFF.replace("app/models/product.rb", "db/migrate/001_x.rb")
+    assert "migration" in risk_reasons(parse_patch(migration), None, group, settings)[0]
+    core = DIFF.replace("app/models/product.rb", "app/core/money.rb")
+    assert "risky path" in risk_reasons(parse_patch(core), None, group, settings)[0]
+    ci = DIFF.replace("app/models/product.rb", ".github/workflows/ci.yml")
+    assert "CI" in risk_reasons(parse_patch(ci), None, group, settings)[0]
+    # The test is wrong, yet production code is edited: a person decides.
+    wrong_side = risk_reasons(parse_patch(DIFF), diagnosis("test"), group, settings)
+    assert "diagnosis says the test is wrong" in wrong_side[0]
+    mocked = risk_reasons(
+        parse_patch(DIFF), diagnosis("code", cause="the stubbed client mock"), group, settings
+    )
+    assert "mock" in mocked[0]
+    assert risk_reasons(parse_patch(DIFF), diagnosis("code"), group, settings) == []
+    big = DIFF.replace("-  RATE = 6\n+  RATE = 5\n", "-a\n-b\n+c\n+d\n")
+    assert (
+        "more than max_patch_lines (3)" in risk_reasons(parse_patch(big), None, group, settings)[0]
+    )
+
+
+def _run(examples: list[TestCaseResult]) -> ValidationResult:
+    return ValidationResult(toolchain="ruby-rspec", loaded=True, examples=examples)
+
+
+def test_judge_rerun_passed_revision_and_wrong_diagnosis() -> None:
+    group = group_failures([case("a", "expected 5 got 6")], MAPPING)[0]
+    other_known = case("k", "known failure elsewhere")
+    ok = _run([case("a", "", status="passed"), other_known])
+    assert judge_rerun(group, ok, [other_known]) == (True, "", False)
+    unchanged = _run([case("a", "expected 5 got 6")])
+    passed, feedback, wrong = judge_rerun(group, unchanged, [])
+    assert (passed, wrong) == (False, True) and "diagnosis looks wrong" in feedback
+    moved = _run([case("a", "expected 5 got 7")])
+    assert judge_rerun(group, moved, [])[1:] == ("1 of 1 failing examples still fail", False)
+    broke = _run([case("a", "", status="passed"), case("n", "boom")])
+    assert "breaks passing examples: n" in judge_rerun(group, broke, [])[1]
+    not_loaded = ValidationResult(toolchain="ruby-rspec", loaded=False, load_error="SyntaxError")
+    assert "could not run: SyntaxError" in judge_rerun(group, not_loaded, [])[1]
+
+
+def _state() -> GroupState:
+    group = FailureGroup(
+        id="g-1", signature="s", error_type="E", message_shape="m", frame="", tests=[case("a", "")]
+    )
+    return GroupState(group=group, diagnoses=[diagnosis()])
+
+
+def _audited(state: GroupState, verdict: str, wrong: bool = False) -> None:
+    audit = AuditResult(verdict=verdict, feedback="fb", diagnosis_wrong=wrong)  # type: ignore[arg-type]
+    state.attempts.append(
+        Attempt(number=len(state.attempts) + 1, diagnosis_index=0, patch="p", audit=audit)
+    )
+
+
+def test_routing() -> None:
+    settings = RepairSettings(max_retries=2)
+    state = _state()
+    assert route_after_diagnosis(state, settings) == "surgeon"
+    state.diagnoses.append(diagnosis(confidence=0.4))
+    assert route_after_diagnosis(state, settings) == "human"
+    assert "confidence 0.40 is under 0.60" in state.handoff_reasons[0]
+
+    state = _state()
+    _audited(state, "NEEDS_REVISION")
+    assert route_after_audit(state, settings) == "surgeon"
+    _audited(state, "NEEDS_REVISION", wrong=True)
+    assert route_after_audit(state, settings) == "diagnose"
+    assert "alternative hypothesis was: alt cause" in state.feedback
+    _audited(state, "NEEDS_REVISION")
+    assert route_after_audit(state, settings) == "human"
+    assert state.handoff_reasons == ["retries exhausted: 3 patches audited, none passed"]
+
+    state = _state()
+    _audited(state, "RISKY")
+    assert route_after_audit(state, settings) == "human"
+    state = _state()
+    _audited(state, "PASSED")
+    assert route_after_audit(state, settings) == "done"
+
+
+def test_metrics() -> None:
+    fixed, human, failed = _state(), _state(), _state()
+    fixed.outcome = "fixed"
+    human.outcome, human.handoff_reasons = "needs_human", ["risky"]
+    failed.outcome = "failed"
+    fixed.tokens, human.tokens = 100, 50
+    m = metrics([fixed, human, failed])
+    assert (m.autonomous_fix_rate, m.human_intervention_rate, m.tokens) == (0.3333, 0.3333, 150)
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_commit_chain_makes_one_commit_per_group_on_a_new_branch(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "a.txt").write_text("a\n")
+    (repo / "b.txt").write_text("b\n")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "base")
+    base = _git(repo, "rev-parse", "HEAD").strip()
+    shas = commit_chain(
+        repo,
+        base,
+        "autopilot/fix-1",
+        [GroupCommit("fix a", {"a.txt": b"A\n"}), GroupCommit("drop b", {"b.txt": None})],
+    )
+    assert len(shas) == 2
+    assert _git(repo, "log", "--format=%s", "autopilot/fix-1").split("\n")[:3] == [
+        "drop b",
+        "fix a",
+        "base",
+    ]
+    assert _git(repo, "show", "autopilot/fix-1:a.txt") == "A\n"
+    assert _git(repo, "ls-tree", "--name-only", "autopilot/fix-1").split() == ["a.txt"]
+    assert _git(repo, "rev-parse", "HEAD").strip() == base
+    assert _git(repo, "status", "--porcelain") == ""
+    with pytest.raises(BranchExistsError):
+        commit_chain(repo, base, "autopilot/fix-1", [GroupCommit("x", {"a.txt": b"x"})])
