@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,7 +133,7 @@ def main() -> None:
     def med(runs: list[dict[str, float]], key: str) -> float:
         return statistics.median(r[key] for r in runs)
 
-    figures = [
+    figures: list[dict[str, Any]] = [
         {
             "name": "parse_wall_s",
             "value": round(med(ours, "wall"), 3),
