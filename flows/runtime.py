@@ -19,6 +19,8 @@ def flow_runtime(verbose: bool = False) -> Iterator[None]:
     starts its ephemeral one.
     """
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # The ephemeral server needs ~10 s on a quiet machine, far more on a busy CI runner.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     from prefect.settings import (
         PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
         PREFECT_LOGGING_LEVEL,
@@ -30,4 +32,7 @@ def flow_runtime(verbose: bool = False) -> Iterator[None]:
         PREFECT_LOGGING_LEVEL: "INFO" if verbose else "WARNING",
     }
     with temporary_settings(updates=updates):
+        level = logging.INFO if verbose else logging.WARNING
+        for name in ("prefect", "prefect.flow_runs", "prefect.task_runs"):
+            logging.getLogger(name).setLevel(level)
         yield
