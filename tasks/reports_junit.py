@@ -21,6 +21,7 @@ testcase without ``file`` inherits the nearest enclosing suite's ``file`` attrib
 from __future__ import annotations
 
 import codecs
+import math
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -90,9 +91,13 @@ def _number(value: str | None) -> float:
     if not value:
         return 0.0
     try:
-        return float(value.replace(",", ""))  # Surefire writes 1,234.5 in some locales
+        number = float(value)
     except ValueError:
-        return 0.0
+        try:
+            number = float(value.replace(",", ""))  # Surefire writes 1,234.5 in some locales
+        except ValueError:
+            return 0.0
+    return number if math.isfinite(number) and number >= 0 else 0.0
 
 
 def _line(value: str | None) -> int | None:

@@ -116,3 +116,17 @@ def test_parse_does_not_import_prefect(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_fast_case_json_is_byte_identical_to_the_encoder() -> None:
+    from flows.commands.parse import case_json
+    from tasks.reports import iter_records
+
+    records = [
+        r for name in ("surefire.xml", "nested.xml", "jest-junit.xml")
+        for r in iter_records(FIXTURES / name)
+    ]  # fmt: skip
+    records.append(dict(records[0], id='quote " \\ caf\u00e9 \u2603', line=7, file="a/b.py"))
+    for record in records:
+        del record["stdout"], record["stderr"]
+        assert case_json(record) == json.dumps(record)

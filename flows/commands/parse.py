@@ -13,8 +13,9 @@ import os
 import shutil
 import sys
 import tempfile
+from json.encoder import encode_basestring_ascii as _quote
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tasks.errors import ReportError
 from tasks.reports import iter_records
@@ -31,10 +32,6 @@ class _Tally:
     def __init__(self) -> None:
         self.counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
         self.duration = 0.0
-
-    def add(self, status: str, duration: float) -> None:
-        self.counts[status] += 1
-        self.duration += duration
 
     def snapshot(self) -> tuple[dict[str, int], float]:
         return dict(self.counts), self.duration
@@ -54,6 +51,43 @@ class _Tally:
         )
 
 
+_ENCODE = json.JSONEncoder().encode
+
+
+def case_json(record: dict[str, Any]) -> str:
+    """One record as JSON, byte-identical to ``json.dumps(record)``.
+
+    Most cases pass and carry no message, trace or locations: for those the document is
+    assembled from a template (3-4x faster than encoding the dict and its keys every time),
+    everything else goes through the JSON encoder.
+    """
+    if (
+        record["message"] is None
+        and record["trace"] is None
+        and record["error_type"] is None
+        and not record["locations"]
+    ):
+        file, line = record["file"], record["line"]
+        return (
+            '{"id": '
+            + _quote(record["id"])
+            + ', "name": '
+            + _quote(record["name"])
+            + ', "classname": '
+            + _quote(record["classname"])
+            + ', "file": '
+            + ("null" if file is None else _quote(file))
+            + ', "line": '
+            + ("null" if line is None else str(line))
+            + ', "status": "'
+            + record["status"]
+            + '", "duration": '
+            + repr(record["duration"])
+            + ', "message": null, "error_type": null, "trace": null, "locations": []}'
+        )
+    return _ENCODE(record)
+
+
 def _parse_into(
     reports: list[Path], spool: IO[bytes] | None, failing: list[TestCaseResult]
 ) -> tuple[_Tally, list[FileError]]:
@@ -61,29 +95,36 @@ def _parse_into(
     tally = _Tally()
     # Records go to JSON as they are: they carry TestCaseResult's fields in its order, and
     # validating 200k of them only to serialise them again would double the run time.
-    dumps = json.JSONEncoder().encode
+    dumps = case_json
     errors: list[FileError] = []
     norm = PathNormaliser(None)
-    wrote_any = False
+    counts = tally.counts
     for path in reports:
         snap = tally.snapshot()
         position = spool.tell() if spool is not None else 0
-        had_any, kept = wrote_any, len(failing)
+        kept = len(failing)
+        # Every case is written as ",\n{...}" in batches; run() drops the very first comma.
+        batch: list[str] = []
         try:
             for record in iter_records(path, None, norm):
-                tally.add(record["status"], record["duration"])
-                if record["status"] in ("failed", "error") and len(failing) < TABLE_LIMIT:
+                status = record["status"]
+                counts[status] += 1
+                tally.duration += record["duration"]
+                if status in ("failed", "error") and len(failing) < TABLE_LIMIT:
                     failing.append(TestCaseResult.model_validate(record))
                 if spool is not None:
                     del record["stdout"], record["stderr"]  # excluded from dumps, as in the model
-                    spool.write(b",\n" if wrote_any else b"\n")
-                    spool.write(dumps(record).encode())
-                    wrote_any = True
+                    batch.append(dumps(record))
+                    if len(batch) >= 1024:
+                        spool.write((",\n" + ",\n".join(batch)).encode())
+                        batch = []
+            if spool is not None and batch:
+                spool.write((",\n" + ",\n".join(batch)).encode())
         except ReportError as exc:
             # A broken report contributes nothing, exactly as parse_reports() treats it.
             tally.restore(snap)
+            counts = tally.counts
             del failing[kept:]
-            wrote_any = had_any
             if spool is not None:
                 spool.seek(position)
                 spool.truncate()
@@ -141,7 +182,7 @@ def run(reports: list[Path], json_out: bool) -> int:
             sys.stdout.flush()
             out = sys.stdout.buffer
             out.write(b'{"summary": ' + summary.model_dump_json().encode() + b', "cases": [')
-            spool.seek(0)
+            spool.seek(1 if summary.tests else 0)  # the first case's leading comma
             shutil.copyfileobj(spool, out, 1 << 20)
             errs = json.dumps([e.model_dump() for e in errors]).encode()
             out.write((b"\n" if summary.tests else b"") + b'], "errors": ' + errs + b"}\n")
