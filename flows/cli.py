@@ -76,6 +76,26 @@ def audit(
     raise typer.Exit(run(repo, ref, json_out, verbose=_verbose(ctx)))
 
 
+@app.command()
+def judge(
+    spec: Annotated[str | None, typer.Argument(help="The spec or test file to judge.")] = None,
+    source: Annotated[
+        str | None, typer.Option("--source", help="Source under test (default: mapped).")
+    ] = None,
+    repo: Annotated[
+        Path | None, typer.Option("--repo", help="The repository (default: the current dir).")
+    ] = None,
+    calibrate: Annotated[
+        bool, typer.Option("--calibrate", help="Score the labelled cases in judge/calibration.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run a spec in the sandbox; if it passes, the static rubric and the LLM judge."""
+    from flows.commands.judge import run
+
+    raise typer.Exit(run(spec, source, repo, json_out, calibrate))
+
+
 def _verbose(ctx: typer.Context) -> bool:
     root = ctx.find_root()
     return bool(root.params.get("verbose", False))
