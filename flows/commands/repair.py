@@ -1,0 +1,111 @@
+"""`autopilot repair --repo PATH [--report FILE]... [--ref REF] [--max-retries N]
+[--human-timeout S] [--archive URI] [--json]`: the post-merge repair flow.
+
+Inputs are checked before the flow starts, so a bad repository, ref, option or configuration is
+one line on stderr (exit 2), never a flow-run traceback. Exit 0 when every failure group was
+fixed (or nothing failed), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tasks.config import load_settings
+from tasks.discovery import detect_toolchain
+from tasks.errors import AutopilotError, BadInputError
+from tasks.git import resolve_commit, subdir_in_repo
+
+
+def check_inputs(
+    repo: Path, ref: str, max_retries: int | None, human_timeout: float | None
+) -> None:
+    """Raise BadInputError/ConfigError for what would make the flow fail at once."""
+    if not repo.is_dir():
+        raise BadInputError(f"{repo}: not a directory")
+    settings = load_settings(
+        repo, {"repair.max_retries": max_retries, "repair.human_timeout_s": human_timeout}
+    )
+    root, _ = subdir_in_repo(repo)
+    resolve_commit(root, ref)
+    detect_toolchain(repo, settings.toolchain)
+
+
+def _print_summary(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    table = Table(title=f"Repair of {result['repo']} at {str(result['base_commit'])[:12]}")
+    for column in ("group", "tests", "outcome", "attempts", "reasons"):
+        table.add_column(column, overflow="fold")
+    for g in result["groups"]:
+        table.add_row(
+            Text(str(g["id"])),
+            Text("\n".join(g["tests"])),
+            str(g["outcome"]),
+            str(g["attempts"]),
+            Text("\n".join(g["reasons"][-3:])),
+        )
+    console.print(table)
+    m = result["metrics"]
+    console.print(
+        f"{result['failures']} failures, branch {result['branch'] or '(none)'}; "
+        f"autonomous fix rate {m['autonomous_fix_rate']:.0%}, human intervention rate "
+        f"{m['human_intervention_rate']:.0%}, tokens {m['tokens']}; "
+        f"archive {result['archive_uri']}",
+        markup=False,
+    )
+
+
+def run(
+    repo: Path,
+    reports: list[Path],
+    ref: str = "HEAD",
+    max_retries: int | None = None,
+    human_timeout: float | None = None,
+    archive: str | None = None,
+    json_out: bool = False,
+    verbose: bool = False,
+) -> int:
+    """Run the post-merge repair flow on `repo` and print its summary (JSON or a table).
+
+    Args:
+        repo: The project to repair.
+        reports: JUnit XML / RSpec JSON reports; empty runs the suite in the sandbox.
+        ref: The merged commit.
+        max_retries: Surgeon revisions per group (default 3).
+        human_timeout: Seconds to wait for a person per hand-off.
+        archive: Archive URI (directory or s3://bucket/prefix).
+        json_out: Print issue 6's JSON document on stdout.
+        verbose: Log progress (INFO) on stderr.
+
+    Returns:
+        0 every group fixed, 1 some group not fixed, 2 bad input (one line on stderr).
+    """
+    try:
+        check_inputs(repo, ref, max_retries, human_timeout)
+        from flows.post_merge import post_merge
+        from flows.runtime import flow_runtime
+
+        with flow_runtime(verbose):
+            result = post_merge(
+                repo=str(repo),
+                reports=[str(r) for r in reports],
+                ref=ref,
+                max_retries=max_retries,
+                human_timeout=human_timeout,
+                archive=archive,
+            )
+    except AutopilotError as exc:
+        print(f"autopilot: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if json_out:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        sys.stdout.flush()
+    else:
+        _print_summary(result)
+    return 0 if all(g["outcome"] == "fixed" for g in result["groups"]) else 1
