@@ -1,0 +1,166 @@
+"""`autopilot nightly --repo PATH ...`: write or improve tests, gated, on a new branch.
+
+Inputs are checked before the flow starts, so a bad repository, ref, glob, threshold or archive
+URI is one line on stderr (exit 2), never a flow-run traceback. Exit 0 when every target was
+accepted (or skipped because no model is configured), 1 when any was rejected or errored.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tasks.errors import AutopilotError, BadInputError
+from tasks.generation_report import NightlyReport
+
+
+def _print_table(report: NightlyReport) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from tasks.generation_report import table_rows
+
+    console = Console()
+    table = Table(title=f"Nightly of {report.repo} at {report.base_commit[:12]}")
+    rows = table_rows(report.files)
+    columns = list(rows[0]) if rows else ["file", "verdict"]
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(str(row[c])) for c in columns))
+    console.print(table)
+    console.print(
+        f"branch: {report.branch or 'none'}; model calls {report.model_calls}, "
+        f"tokens {report.tokens}; archive: {report.archive_uri or 'none'}",
+        markup=False,
+    )
+    for f in report.files:
+        if f.verdict in ("rejected", "error", "skipped") and f.reasons:
+            console.print(f"{f.source}: {f.verdict}: {f.reasons[0]}", markup=False)
+
+
+def check_inputs(
+    repo: Path,
+    ref: str,
+    only: list[str] | None,
+    max_files: int | None,
+    max_iterations: int,
+    min_coverage: float | None,
+    min_judge: float | None,
+    archive: str | None,
+) -> None:
+    """Raise BadInputError/ConfigError for what would make the flow fail at once."""
+    from flows.nightly import settings_for
+    from tasks.archive import open_archive
+    from tasks.discovery import detect_toolchain
+    from tasks.git import resolve_commit, subdir_in_repo
+    from tasks.targets import check_globs
+
+    if not repo.is_dir():
+        raise BadInputError(f"{repo}: not a directory")
+    if max_files is not None and max_files < 0:
+        raise BadInputError(f"--max-files: {max_files} is negative")
+    if max_iterations < 1:
+        raise BadInputError(f"--max-iterations: {max_iterations} is less than 1")
+    check_globs(only)
+    settings = settings_for(repo, min_coverage, min_judge)
+    root, _ = subdir_in_repo(repo)
+    resolve_commit(root, ref)
+    detect_toolchain(repo, settings.toolchain)
+    open_archive(archive or settings.archive_uri)
+
+
+def _flow_with_runner(dask: str | None, workers: int) -> Any:
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    from flows.nightly import nightly
+
+    # Any: Prefect's runner generics do not line up under mypy (ThreadPoolTaskRunner[Never]).
+    runner: Any
+    if not dask:
+        runner = ThreadPoolTaskRunner(max_workers=workers)
+        return nightly.with_options(task_runner=runner)
+    from prefect_dask import DaskTaskRunner
+
+    if dask == "local":
+        # Threads in this process: Dask worker processes cannot reach Prefect's ephemeral
+        # server (DESIGN.md "Facts verified").
+        runner = DaskTaskRunner(
+            cluster_kwargs={"processes": False, "n_workers": 1, "threads_per_worker": workers}
+        )
+    else:
+        runner = DaskTaskRunner(address=dask)
+    return nightly.with_options(task_runner=runner)
+
+
+def run(
+    repo: Path,
+    ref: str = "HEAD",
+    only: list[str] | None = None,
+    max_files: int | None = None,
+    max_iterations: int = 4,
+    min_coverage: float | None = None,
+    min_judge: float | None = None,
+    archive: str | None = None,
+    dask: str | None = None,
+    push: bool = False,
+    json_out: bool = False,
+    verbose: bool = False,
+) -> int:
+    """Run the nightly on `repo` and print its report (one JSON document, or a table).
+
+    Args:
+        repo: the target repository (or a project directory inside one).
+        ref: the commit to start from.
+        only: source globs (repeatable) restricting the targets.
+        max_files: at most this many targets.
+        max_iterations: generate + fix rounds per file (default 4).
+        min_coverage: coverage gate threshold.
+        min_judge: judge gate threshold.
+        archive: archive URI (a directory or s3://bucket/prefix).
+        dask: a Dask scheduler address, or "local", to run files on prefect-dask.
+        push: push the new branch to origin.
+        json_out: print issue 5's JSON document on stdout.
+        verbose: log progress.
+
+    Returns:
+        0 all accepted (or skipped for no model); 1 any rejected or errored, or the flow failed;
+        2 bad input or configuration (one line on stderr).
+    """
+    repo = Path(repo)
+    try:
+        check_inputs(repo, ref, only, max_files, max_iterations, min_coverage, min_judge, archive)
+    except AutopilotError as exc:
+        print(f"autopilot: error: {exc}", file=sys.stderr)
+        return 2
+    from prefect import tags
+
+    from flows.nightly import settings_for
+    from flows.runtime import flow_runtime
+
+    workers = settings_for(repo, min_coverage, min_judge).model.max_concurrency
+    try:
+        with flow_runtime(verbose), tags("autopilot", "nightly"):
+            report: NightlyReport = _flow_with_runner(dask, workers)(
+                repo=str(repo.resolve()),
+                ref=ref,
+                only=list(only) if only else None,
+                max_files=max_files,
+                max_iterations=max_iterations,
+                min_coverage=min_coverage,
+                min_judge=min_judge,
+                archive=archive,
+                push=push,
+            )
+    except AutopilotError as exc:
+        print(f"autopilot: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if json_out:
+        sys.stdout.write(json.dumps(report.public(), indent=2) + "\n")
+        sys.stdout.flush()
+    else:
+        _print_table(report)
+    return report.exit_code()

@@ -1,0 +1,295 @@
+"""The nightly flow: write or improve tests for the files that need it most, gated, on a branch.
+
+Worktree at a ref -> map -> baseline suite with coverage and the static rubric -> targets
+(untested first, then failing or low coverage, then weak static score) -> per file, in parallel
+(one task per file, a thread runner by default): skill, context, generate -> lint -> run -> fix,
+flakiness, judge, gates -> accepted files committed on a new branch ``autopilot/nightly-<date>``
+(never the base branch; pushed only when asked) -> archive -> table, progress and markdown
+artifacts, and an ``autopilot.gate.failed`` event per rejection.
+
+Caching: the per-file task keeps Prefect's own cache off and uses the content-keyed outcome store
+of :mod:`tasks.generation_cache` (``$AUTOPILOT_HOME/cache/nightly``): an unchanged file (same
+source, specs, factories, helpers, skill, prompts, rubric, models and gates) is not generated
+again, so a re-run on an unchanged repository makes no model call, and a killed run started again
+re-uses every file that finished.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import uuid
+from pathlib import Path
+from typing import cast
+from uuid import UUID
+
+from prefect import flow, task
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+from prefect.cache_policies import NO_CACHE
+from prefect.futures import as_completed
+
+from flows.audit import artifact_key, check_specs, map_sources, run_name
+from tasks.archive import open_archive
+from tasks.audit import build_report, specs_failing_to_load
+from tasks.config import Settings, load_settings
+from tasks.errors import ArchiveError, AutopilotError
+from tasks.generation import DEFAULT_MAX_ITERATIONS
+from tasks.generation_cache import default_store_dir
+from tasks.generation_job import NO_MODEL, FileJob, run_file_job, skipped
+from tasks.generation_report import (
+    NightlyReport,
+    archive_outcome,
+    markdown_summary,
+    merge_accepted,
+    table_rows,
+)
+from tasks.generation_types import FileOutcome
+from tasks.git import (
+    commit_files_to_new_branch,
+    push_branch,
+    resolve_commit,
+    subdir_in_repo,
+    unique_branch_name,
+    worktree,
+)
+from tasks.model import ModelClient
+from tasks.sandbox import make_runner
+from tasks.targets import Target, choose_targets
+from tasks.toolchains import CommandRunner, SuiteResult, get_toolchain
+from tasks.types import ToolchainName
+
+log = logging.getLogger(__name__)
+
+GATE_FAILED_EVENT = "autopilot.gate.failed"
+
+# The run's model client, shared by its tasks in this process (one connection pool, one
+# concurrency limit, one call count). A task in another process (Dask) makes its own.
+_CLIENTS: dict[str, ModelClient] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _client(job: FileJob) -> ModelClient:
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(job.client_token)
+        if client is None:
+            client = ModelClient.from_settings(job.settings)
+            _CLIENTS[job.client_token] = client
+        return client
+
+
+@task(
+    name="baseline-suite", task_run_name="baseline suite of {project.name}", cache_policy=NO_CACHE
+)
+def baseline_suite(
+    project: Path, toolchain: ToolchainName, runner: CommandRunner
+) -> tuple[SuiteResult, dict[str, str]]:
+    """The suite with coverage before any change; spec files that cannot load are set aside and
+    the rest re-run, so one broken spec never hides every other file's baseline."""
+    chain = get_toolchain(toolchain)
+    suite = chain.run_suite(project, runner)
+    broken = dict.fromkeys(specs_failing_to_load(suite.validation), "did not load")
+    if broken:
+        suite = chain.run_suite(project, runner, exclude=sorted(broken))
+    return suite, broken
+
+
+@task(
+    name="generate-tests",
+    task_run_name="generate {job.target.source}",
+    cache_policy=NO_CACHE,
+)
+def generate_tests(job: FileJob) -> FileOutcome:
+    """One target's generate -> lint -> run -> fix loop and gates (or its stored outcome)."""
+    return run_file_job(job, lambda: _client(job))
+
+
+def _nightly_run_name() -> str:
+    return run_name("nightly")
+
+
+def settings_for(repo: Path, min_coverage: float | None, min_judge: float | None) -> Settings:
+    """The run's settings: environment over autopilot.toml, the CLI thresholds over both."""
+    return load_settings(repo, {"gates.min_coverage": min_coverage, "gates.min_judge": min_judge})
+
+
+def _emit_rejections(report: NightlyReport) -> None:
+    from prefect.events import emit_event
+
+    for f in report.files:
+        if f.verdict != "rejected":
+            continue
+        emit_event(
+            event=GATE_FAILED_EVENT,
+            resource={
+                "prefect.resource.id": f"autopilot.file.{f.source}",
+                "prefect.resource.name": f.source,
+            },
+            payload={
+                "repo": report.repo,
+                "run_id": report.run_id,
+                "source": f.source,
+                "spec": f.spec,
+                "gate": f.gate,
+                "reasons": f.reasons[:5],
+            },
+        )
+
+
+def _run_targets(
+    jobs: list[FileJob], targets: list[Target], progress_key: str
+) -> list[FileOutcome]:
+    progress = cast(
+        UUID, create_progress_artifact(0.0, key=progress_key, description="Files finished")
+    )
+    futures = [generate_tests.submit(job) for job in jobs]
+    by_source: dict[str, FileOutcome] = {}
+    for done, future in enumerate(as_completed(futures), start=1):
+        outcome = future.result()
+        by_source[outcome.source] = outcome
+        update_progress_artifact(progress, 100.0 * done / len(futures))
+    return [by_source[t.source] for t in targets]
+
+
+@flow(
+    name="nightly",
+    flow_run_name=_nightly_run_name,
+    log_prints=False,
+)
+def nightly(
+    repo: str,
+    ref: str = "HEAD",
+    only: list[str] | None = None,
+    max_files: int | None = None,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    min_coverage: float | None = None,
+    min_judge: float | None = None,
+    archive: str | None = None,
+    push: bool = False,
+) -> NightlyReport:
+    """Write or improve the tests of `repo` at `ref`; accepted files land on a new branch.
+
+    Args:
+        repo: the target repository (or a project directory inside one).
+        ref: the commit to start from.
+        only: source globs to restrict the targets to (repeatable).
+        max_files: at most this many targets.
+        max_iterations: generate + fix rounds per file.
+        min_coverage: coverage gate threshold (default from settings).
+        min_judge: judge gate threshold (default from settings).
+        archive: archive URI (default ``Settings.archive_uri``).
+        push: push the new branch to ``origin``.
+    """
+    from prefect.runtime import flow_run
+
+    path = Path(repo).resolve()
+    settings = settings_for(path, min_coverage, min_judge)
+    root, sub = subdir_in_repo(path)
+    commit = resolve_commit(root, ref)
+    run_id = str(flow_run.id or uuid.uuid4())
+    today = dt.date.today()
+    token = uuid.uuid4().hex
+    try:
+        with worktree(root, commit) as wt:
+            project = wt / sub if sub else wt
+            mapping = map_sources(project, settings.toolchain)
+            runner = make_runner(settings.sandbox, root=wt)
+            suite, broken = baseline_suite(project, mapping.toolchain, runner)
+            specs = sorted({s for f in mapping.files for s in f.specs} | set(broken))
+            static = check_specs(project, specs)
+            baseline = build_report(
+                repo=str(path),
+                commit=commit,
+                mapping=mapping,
+                suite=suite.validation,
+                coverage=suite.files,
+                broken_specs=broken,
+                lint=[],
+                static=static,
+            )
+            targets = choose_targets(
+                baseline,
+                mapping,
+                min_coverage=settings.gates.min_coverage,
+                min_static=settings.gates.min_judge,
+                only=only,
+                max_files=max_files,
+            )
+            failing = frozenset(
+                e.id for e in suite.validation.examples if e.status in ("failed", "error")
+            )
+            if not settings.model_configured:
+                outcomes = [skipped(t, NO_MODEL) for t in targets]
+            else:
+                jobs = [
+                    FileJob(
+                        project=project,
+                        target=t,
+                        toolchain=mapping.toolchain,
+                        settings=settings,
+                        max_iterations=max_iterations,
+                        store_dir=default_store_dir(settings),
+                        baseline_failing=failing,
+                        client_token=token,
+                    )
+                    for t in targets
+                ]
+                outcomes = _run_targets(jobs, targets, artifact_key("nightly-progress", path.name))
+    finally:
+        with _CLIENTS_LOCK:
+            client = _CLIENTS.pop(token, None)
+    report = NightlyReport(run_id=run_id, repo=str(path), base_commit=commit, files=outcomes)
+    if client is not None:
+        report.model_calls, report.tokens = client.calls, client.tokens
+        client.close()
+    files = merge_accepted(outcomes, prefix=sub)
+    if files:
+        branch = unique_branch_name(root, f"autopilot/nightly-{today.isoformat()}")
+        accepted = [o.source for o in outcomes if o.verdict == "accepted"]
+        message = f"Autopilot nightly: tests for {len(accepted)} file(s)\n\n" + "\n".join(
+            f"- {s}" for s in accepted
+        )
+        report.branch_commit = commit_files_to_new_branch(root, commit, branch, files, message)
+        report.branch = branch
+        if push:
+            try:
+                push_branch(root, branch)
+            except AutopilotError as exc:
+                report.push_error = str(exc)
+    _archive(
+        report, baseline.model_dump(mode="json"), targets, archive or settings.archive_uri, today
+    )
+    key = artifact_key("nightly", path.name)
+    create_table_artifact(table_rows(report.files), key=key, description=f"Nightly of {path.name}")
+    create_markdown_artifact(markdown_summary(report), key=f"{key}-summary")
+    _emit_rejections(report)
+    return report
+
+
+def _archive(
+    report: NightlyReport,
+    baseline: dict[str, object],
+    targets: list[Target],
+    uri: str,
+    today: dt.date,
+) -> None:
+    """Everything the run produced, under ``<uri>/nightly/<date>/<run-id>/``; an archive that
+    fails is logged and leaves ``archive_uri`` empty, it never loses the run's result."""
+    try:
+        run = open_archive(uri).run("nightly", report.run_id, today)
+        run.put_json("baseline/audit.json", baseline)
+        run.put_json("targets.json", [t.model_dump(mode="json") for t in targets])
+        for outcome in report.files:
+            archive_outcome(run, outcome)
+        report.archive_uri = run.uri
+        run.put_json("summary.json", report.public())
+        run.put_text("summary.md", markdown_summary(report))
+        run.finalize()
+    except ArchiveError as exc:
+        log.error("archive %s failed: %s", uri, exc)
+        report.archive_uri = None

@@ -1,0 +1,127 @@
+"""Content-keyed store of finished per-file outcomes: a re-run on unchanged files asks no model.
+
+Why our own store rather than Prefect's result cache: the key must be computed from content the
+task reads itself (the prompt context, the skill, the prompt and rubric hashes, the model names
+and the gate settings), the entries must survive a new ``PREFECT_HOME`` and a killed run, and a
+test must be able to see them. Entries are JSON files ``<home>/cache/nightly/<key>.json``
+written atomically, one per finished file, so a run killed half-way and started again re-uses
+every file that finished. Only decisions are stored (accepted, rejected): an error may be the
+model's or the sandbox's passing trouble and is tried again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from judge.rubric import load_rubric
+from tasks.config import Settings
+from tasks.context import PromptContext
+from tasks.generation_types import FileOutcome
+from tasks.prompts import load_prompt
+from tasks.skills import Skill
+from tasks.targets import Target
+
+log = logging.getLogger(__name__)
+
+KEY_VERSION = "nightly-outcome-v1"
+CACHED_VERDICTS = ("accepted", "rejected")
+
+
+def outcome_key(
+    *,
+    target: Target,
+    context: PromptContext,
+    skill: Skill,
+    toolchain: str,
+    settings: Settings,
+    max_iterations: int,
+) -> str:
+    """The sha256 of everything a file's outcome depends on.
+
+    Source, existing specs, factories, helpers and versions (the context), the skill's text, the
+    generate/fix/judge prompts (name, version, hash of file and partials), the rubric, the model
+    names, the gates, the judge samples and the iteration budget.
+    """
+    prompts = [load_prompt(name).meta.model_dump() for name in ("generate", "fix", "judge")]
+    payload = {
+        "v": KEY_VERSION,
+        "target": target.model_dump(mode="json"),
+        "context": context.digest(),
+        "skill": [skill.name, skill.version, skill.sha256],
+        "prompts": prompts,
+        "rubric": load_rubric().sha256,
+        "models": [settings.models.generator, settings.models.judge],
+        "gates": settings.gates.model_dump(mode="json"),
+        "judge_samples": settings.model.judge_samples,
+        "toolchain": toolchain,
+        "max_iterations": max_iterations,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def default_store_dir(settings: Settings) -> Path:
+    """``<AUTOPILOT_HOME>/cache/nightly``."""
+    return settings.home / "cache" / "nightly"
+
+
+class OutcomeStore:
+    """A directory of finished outcomes, one JSON file per key."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def _path(self, key: str) -> Path:
+        if len(key) != 64 or not all(c in "0123456789abcdef" for c in key):
+            raise ValueError(f"invalid cache key {key!r}: expected a sha256 hex digest")
+        return self.directory / f"{key}.json"
+
+    def get(self, key: str) -> FileOutcome | None:
+        """The stored outcome, marked cached and costing nothing this run; None on a miss."""
+        path = self._path(key)
+        try:
+            data = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("%s: cache entry unreadable: %s", path, exc)
+            return None
+        try:
+            outcome = FileOutcome.model_validate_json(data)
+        except ValidationError as exc:
+            # A damaged entry is a miss: the file is simply generated again.
+            log.warning("%s: cache entry ignored: %s", path, exc.errors()[0]["msg"])
+            return None
+        return outcome.model_copy(update={"cached": True, "tokens": 0, "model_calls": 0})
+
+    def put(self, key: str, outcome: FileOutcome) -> bool:
+        """Store a decided outcome atomically; errors and skips are not stored.
+
+        Returns:
+            True when stored. A failure to write is logged, never raised.
+        """
+        if outcome.verdict not in CACHED_VERDICTS:
+            return False
+        path = self._path(key)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(outcome.model_copy(update={"cached": False}).model_dump_json())
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except OSError as exc:
+            log.warning("%s: could not store cache entry: %s", path, exc)
+            return False
+        return True
