@@ -235,7 +235,12 @@ def commit_fixes(state: RepairState, env: RepairEnv) -> None:
     )
     commits: list[GroupCommit] = []
     committed: list[GroupState] = []
+    duplicates: list[GroupState] = []
     for g, result in zip(accepted, applied, strict=True):
+        if result is None:
+            duplicates.append(g)
+            g.reasons.append("its patch is already part of an earlier fix on the branch")
+            continue
         if isinstance(result, str):
             g.outcome = "needs_human"
             g.reasons.append(result)
@@ -252,6 +257,8 @@ def commit_fixes(state: RepairState, env: RepairEnv) -> None:
     state.branch = branch
     for g, sha in zip(committed, shas, strict=True):
         g.commit, g.outcome, g.finished_at = sha, "fixed", now()
+    for g in duplicates:
+        g.commit, g.outcome, g.finished_at = shas[-1], "fixed", now()
 
 
 def _post_merge_run_name() -> str:

@@ -218,8 +218,8 @@ def risk_reasons(
     return reasons
 
 
-def git_apply(root: Path, sub: str, diff: str, *, check: bool) -> str | None:
-    """`git apply [--check]` of `diff` at the worktree `root`, paths under `sub`.
+def git_apply(root: Path, sub: str, diff: str, *, check: bool, reverse: bool = False) -> str | None:
+    """`git apply [--check] [--reverse]` of `diff` at the worktree `root`, paths under `sub`.
 
     Returns:
         None when it applies (or applied), else git's message.
@@ -229,6 +229,8 @@ def git_apply(root: Path, sub: str, diff: str, *, check: bool) -> str | None:
         argv.append(f"--directory={sub}")
     if check:
         argv.append("--check")
+    if reverse:
+        argv.append("--reverse")
     text = diff if diff.endswith("\n") else diff + "\n"
     try:
         done = subprocess.run([*argv, "-"], input=text, capture_output=True, text=True, timeout=60)

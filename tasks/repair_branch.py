@@ -44,17 +44,21 @@ class GroupCommit:
 
 def apply_in_order(
     repo_root: Path, sub: str, base_commit: str, patches: list[str]
-) -> list[dict[str, bytes | None] | str]:
+) -> list[dict[str, bytes | None] | str | None]:
     """Apply `patches` one after the other on a worktree at `base_commit`.
 
     Returns:
         Per patch: the repository-relative files it changed with their new content (None when
-        deleted), or a string saying why it did not apply on top of the earlier patches.
+        deleted); None when the earlier patches already made exactly this change (one cause
+        that failed several groups); or a string saying why it did not apply on top of them.
     """
-    out: list[dict[str, bytes | None] | str] = []
+    out: list[dict[str, bytes | None] | str | None] = []
     with worktree(repo_root, base_commit) as wt:
         for patch in patches:
             error = git_apply(wt, sub, patch, check=True) or git_apply(wt, sub, patch, check=False)
+            if error is not None and git_apply(wt, sub, patch, check=True, reverse=True) is None:
+                out.append(None)
+                continue
             if error is not None:
                 out.append(f"does not apply on top of the earlier fixes: {error}")
                 continue
