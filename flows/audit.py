@@ -10,7 +10,7 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from prefect import flow, task
+from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
@@ -18,17 +18,18 @@ from judge.static import check_file
 from tasks.audit import (
     AuditReport,
     build_report,
+    isolate_culprits,
     markdown_summary,
     specs_failing_to_load,
     table_rows,
 )
 from tasks.config import load_settings
-from tasks.discovery import map_repo
+from tasks.discovery import list_specs, map_repo
 from tasks.git import resolve_commit, subdir_in_repo, worktree
 from tasks.sandbox import make_runner
 from tasks.toolchains import get_toolchain
 from tasks.toolchains.base import CommandRunner, SuiteResult
-from tasks.types import LintOffense, Mapping, StaticVerdict
+from tasks.types import LintOffense, Mapping, StaticVerdict, ToolchainName
 
 
 def artifact_key(prefix: str, name: str) -> str:
@@ -42,17 +43,30 @@ def map_sources(project: Path, toolchain: str | None) -> Mapping:
     return map_repo(project, toolchain)
 
 
-@task(name="run-suite", task_run_name="run suite of {project}")
+@task(name="run-suite", task_run_name="run suite of {project.name}", cache_policy=NO_CACHE)
 def run_suite(
-    project: Path, toolchain: str, runner: CommandRunner
-) -> tuple[SuiteResult, list[str]]:
-    """The suite with coverage; spec files that cannot load are set aside and the rest re-run,
-    so one broken spec never hides every other file's results."""
+    project: Path, toolchain: ToolchainName, runner: CommandRunner, spec_timeout_s: float
+) -> tuple[SuiteResult, dict[str, str]]:
+    """The suite with coverage, robust to bad specs.
+
+    Specs that cannot load are set aside and the rest re-run. When the run was stopped outright
+    (timeout, memory or process limit), each spec runs alone to find the culprits, which are set
+    aside with their reason: one hostile spec never hides every other file's results.
+    """
     chain = get_toolchain(toolchain)
     suite = chain.run_suite(project, runner)
-    broken = specs_failing_to_load(suite.validation)
+    broken: dict[str, str] = {}
+    if suite.validation.reason:
+        log = get_run_logger()
+        log.warning("suite run stopped (%s): running each spec alone", suite.validation.reason)
+        broken = isolate_culprits(
+            lambda spec: chain.run_specs(project, [spec], None, runner, timeout_s=spec_timeout_s),
+            list_specs(project, toolchain),
+        )
+    else:
+        broken = dict.fromkeys(specs_failing_to_load(suite.validation), "did not load")
     if broken:
-        suite = chain.run_suite(project, runner, exclude=broken)
+        suite = chain.run_suite(project, runner, exclude=sorted(broken))
     return suite, broken
 
 
@@ -97,7 +111,9 @@ def audit(repo: str, ref: str = "HEAD") -> AuditReport:
         project = wt / sub if sub else wt
         mapping = map_sources(project, settings.toolchain)
         runner = make_runner(settings.sandbox, root=wt)
-        suite, broken = run_suite(project, mapping.toolchain, runner)
+        suite, broken = run_suite(
+            project, mapping.toolchain, runner, settings.sandbox.spec_timeout_s
+        )
         specs = sorted({s for f in mapping.files for s in f.specs} | set(broken))
         lint = lint_specs(project, mapping.toolchain, specs, runner)
         static = check_specs(project, specs)

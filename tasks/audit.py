@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -40,6 +41,9 @@ class AuditFile(BaseModel):
     static_score: float | None = None
     findings: list[Finding] = Field(default_factory=list)
     lint_offenses: int = 0
+    reason: str | None = Field(
+        None, description="Why a spec of this file failed outright (did not load, timeout, limit)"
+    )
 
 
 class AuditSummary(BaseModel):
@@ -70,7 +74,25 @@ def specs_failing_to_load(result: ValidationResult) -> list[str]:
     return list(seen)
 
 
-def spec_outcomes(result: ValidationResult, broken: list[str]) -> dict[str, bool]:
+def isolate_culprits(
+    run_one: Callable[[str], ValidationResult], specs: list[str]
+) -> dict[str, str]:
+    """Run each spec file alone and name the ones that cannot run: spec -> reason.
+
+    Used when a whole-suite run was stopped (timeout, memory or process limit): one hostile or
+    hanging spec must not hide every other file's results.
+    """
+    culprits: dict[str, str] = {}
+    for spec in specs:
+        result = run_one(spec)
+        if result.reason:
+            culprits[spec] = result.reason
+        elif not result.loaded:
+            culprits[spec] = "did not load"
+    return culprits
+
+
+def spec_outcomes(result: ValidationResult, broken: Iterable[str]) -> dict[str, bool]:
     """Spec file -> passed, from one suite run; `broken` specs did not load at all."""
     outcome: dict[str, bool] = {path: False for path in broken}
     for ex in result.examples:
@@ -89,7 +111,7 @@ def build_report(
     mapping: Mapping,
     suite: ValidationResult,
     coverage: dict[str, FileCoverage],
-    broken_specs: list[str],
+    broken_specs: dict[str, str],
     lint: list[LintOffense],
     static: dict[str, StaticVerdict],
 ) -> AuditReport:
@@ -101,7 +123,7 @@ def build_report(
         mapping: source -> spec mapping.
         suite: the suite run (without the specs that failed to load).
         coverage: per-file coverage from that run.
-        broken_specs: spec files that could not be loaded.
+        broken_specs: spec files that could not run at all, with the reason.
         lint: lint offences in spec files.
         static: static-rubric verdict per spec file.
     """
@@ -134,6 +156,8 @@ def build_report(
                 static_score=min(v.score for v in verdicts) if verdicts else None,
                 findings=[f for v in verdicts for f in v.findings],
                 lint_offenses=sum(lint_by_path[s] for s in mf.specs),
+                reason="; ".join(f"{s}: {broken_specs[s]}" for s in mf.specs if s in broken_specs)
+                or None,
             )
         )
     all_specs = set(outcomes) | {s for mf in mapping.files for s in mf.specs}

@@ -59,6 +59,9 @@ class SandboxSettings(BaseModel):
         "auto", description="auto = bwrap when installed, else an error unless 'none' is chosen"
     )
     timeout_s: float = Field(300.0, gt=0, description="Wall-clock limit per command")
+    spec_timeout_s: float = Field(
+        120.0, gt=0, description="Limit for one spec file run alone (finding a hanging spec)"
+    )
     memory_mb: int = Field(4096, gt=0, description="Address-space limit per process")
     max_processes: int = Field(256, gt=0, description="Process limit inside the sandbox")
     docker_image: str = Field("test-autopilot-worker:latest")

@@ -149,10 +149,8 @@ def map_repo(repo: Path, toolchain: str | None = None) -> Mapping:
     plans = [
         _ruby_plan(s.path) if chosen == "ruby-rspec" else _python_plan(s.path) for s in sources
     ]
-    if chosen == "ruby-rspec":
-        specs = [f for f in files if f.startswith("spec/") and f.endswith("_spec.rb")]
-    else:
-        specs = [f for f in files if f.startswith("tests/") and _is_py_test(f)]
+    specs = _spec_files(files, chosen)
+    if chosen == "python-pytest":
         _python_expected(plans, files)
     owners = _assign(plans, specs)
     mapped = [
@@ -164,6 +162,17 @@ def map_repo(repo: Path, toolchain: str | None = None) -> Mapping:
     return Mapping(
         toolchain=chosen, files=mapped, untested=[m.source for m in mapped if not m.specs]
     )
+
+
+def list_specs(repo: Path, toolchain: ToolchainName) -> list[str]:
+    """Every test file of the repository (`spec/**/*_spec.rb`, `tests/**/test_*.py`)."""
+    return _spec_files(list_files(repo), toolchain)
+
+
+def _spec_files(files: list[str], toolchain: ToolchainName) -> list[str]:
+    if toolchain == "ruby-rspec":
+        return [f for f in files if f.startswith("spec/") and f.endswith("_spec.rb")]
+    return [f for f in files if f.startswith("tests/") and _is_py_test(f)]
 
 
 # --- listing ---------------------------------------------------------------------------------

@@ -92,7 +92,7 @@ def test_build_report_statuses_summary_and_coverage() -> None:
         mapping=mapping,
         suite=suite,
         coverage=coverage,
-        broken_specs=["spec/d_spec.rb"],
+        broken_specs={"spec/d_spec.rb": "timeout after 5s"},
         lint=[],
         static={
             "spec/a_spec.rb": StaticVerdict(score=0.5),
@@ -105,7 +105,9 @@ def test_build_report_statuses_summary_and_coverage() -> None:
     assert by["app/models/b.rb"].status == "failing"
     assert by["app/models/b.rb"].uncovered_lines == [1, 2, 3, 4, 5]
     assert by["lib/c.rb"].status == "untested" and by["lib/c.rb"].coverage == 0.0
-    assert by["app/models/d.rb"].status == "failing"  # its spec did not load
+    assert by["app/models/d.rb"].status == "failing"  # its spec could not run
+    assert by["app/models/d.rb"].reason == "spec/d_spec.rb: timeout after 5s"
+    assert by["app/models/a.rb"].reason is None
     s = report.summary
     assert (s.files, s.untested, s.specs_passing, s.specs_failing) == (4, 1, 1, 2)
     assert s.line_coverage == pytest.approx(15 / 40)
@@ -210,6 +212,7 @@ def test_audit_cli_json_on_python_package(tmp_path: Path, prefect_harness: None)
         "static_score",
         "findings",
         "lint_offenses",
+        "reason",
     }
     assert doc["summary"]["specs_failing"] == 0
     assert doc["summary"]["untested"] == sum(1 for f in doc["files"] if f["status"] == "untested")
@@ -229,3 +232,30 @@ def test_audit_cli_bad_input_is_one_line_exit_2(tmp_path: Path, case: str) -> No
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("autopilot: error:"), done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_audit_contains_a_hanging_spec_and_reports_the_rest(
+    tmp_path: Path, prefect_harness: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flows.audit import audit
+
+    monkeypatch.setenv("AUTOPILOT_SANDBOX__TIMEOUT_S", "40")
+    monkeypatch.setenv("AUTOPILOT_SANDBOX__SPEC_TIMEOUT_S", "15")
+    repo = make_example_repo("rails_shop", tmp_path / "shop")
+    (repo / "spec/models/order_spec.rb").write_text(
+        'require "rails_helper"\nRSpec.describe Order do\n'
+        '  it "waits forever" do\n    sleep\n    expect(1).to eq(1)\n  end\nend\n'
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "hanging spec")
+
+    report = audit(repo=str(repo), ref="HEAD")
+
+    by = {f.source: f for f in report.files}
+    order = by["app/models/order.rb"]
+    assert order.status == "failing"
+    assert order.reason is not None and "timeout" in order.reason
+    assert by["app/helpers/price_helper.rb"].status == "tested"
+    assert by["app/helpers/price_helper.rb"].coverage == 1.0
+    assert report.summary.specs_passing == 5 and report.summary.specs_failing == 1
