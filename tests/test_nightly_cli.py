@@ -1,0 +1,157 @@
+"""`flows.commands.nightly.run` on a copy of examples/py_inventory: the JSON contract, exit codes,
+no-model runs, bad input, and a failed run resumed without repeating finished files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.commands.nightly import run
+from tests.examples_repo import git, make_example_repo
+from tests.fakes.mistral_server import MistralServer, Rule, error
+from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
+from tests.test_generation import GOOD, files_reply, judge_reply
+
+ERRORS_TEST = """\
+from inventory.errors import InsufficientStockError, InventoryError, UnitError, UnknownItemError
+
+
+def test_unknown_item_error_names_the_sku():
+    err = UnknownItemError("A1")
+    assert str(err) == "unknown item 'A1'"
+    assert err.sku == "A1"
+
+
+def test_insufficient_stock_error_carries_the_numbers():
+    err = InsufficientStockError("A1", 5, 2)
+    assert str(err) == "cannot remove 5 of 'A1': only 2 on hand"
+    assert (err.sku, err.requested, err.available) == ("A1", 5, 2)
+
+
+def test_unit_error_is_an_inventory_error():
+    assert issubclass(UnitError, InventoryError) is True
+"""
+FILE_KEYS = {
+    "source",
+    "kind",
+    "spec",
+    "verdict",
+    "gate",
+    "reasons",
+    "iterations",
+    "coverage_before",
+    "coverage_after",
+    "judge_score",
+    "static_score",
+    "tokens",
+}
+TOP_KEYS = {"run_id", "repo", "base_commit", "branch", "archive_uri", "model_calls", "tokens"}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_example_repo("py_inventory", tmp_path / "inv")
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    out = capsys.readouterr().out
+    doc = json.loads(out)
+    assert isinstance(doc, dict)
+    return doc
+
+
+@pytest.mark.slow
+def test_no_model_reports_every_target_skipped_and_exits_0(
+    repo: Path, prefect_harness: None, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code = run(repo, only=["src/**"], json_out=True, archive=str(tmp_path / "arch"))
+
+    doc = _json(capsys)
+    assert code == 0
+    assert set(doc) == TOP_KEYS | {"files"}
+    assert doc["branch"] is None and doc["model_calls"] == 0
+    files = doc["files"]
+    assert isinstance(files, list)
+    # Untested first (csv_import, errors, reports have no test at all), lowest coverage first.
+    assert {f["source"] for f in files[:3]} == {
+        "src/inventory/csv_import.py",
+        "src/inventory/errors.py",
+        "src/inventory/reports.py",
+    }
+    before = [f["coverage_before"] for f in files[:3]]
+    assert before == sorted(before)
+    for f in files:
+        assert set(f) == FILE_KEYS
+        assert f["verdict"] == "skipped" and f["reasons"] == ["no model configured"]
+    assert git(repo, "branch", "--list").split() == ["*", "main"]
+
+
+@pytest.mark.slow
+def test_failed_file_is_retried_on_the_next_run_and_finished_files_are_reused(
+    repo: Path,
+    prefect_harness: None,
+    mistral_server: MistralServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("AUTOPILOT_GATES__FLAKY_RUNS", "1")
+    monkeypatch.setenv("AUTOPILOT_MODEL__JUDGE_SAMPLES", "1")
+    monkeypatch.setenv("AUTOPILOT_MODEL__MAX_RETRIES", "0")
+    only = ["src/inventory/reports.py", "src/inventory/errors.py"]
+    mistral_server.add(Rule(schema_name="judge_verdict", replies=[judge_reply(0.8)]))
+    mistral_server.add(Rule(about="src/inventory/reports.py", replies=[files_reply(GOOD)]))
+    # The first run: the model fails for errors.py (as if the run died there).
+    errors_rule = mistral_server.add(Rule(about="src/inventory/errors.py", replies=[error(500)]))
+
+    code = run(repo, only=only, json_out=True, archive=str(tmp_path / "arch"))
+
+    first = _json(capsys)
+    assert code == 1
+    verdicts = {f["source"]: f["verdict"] for f in first["files"]}  # type: ignore[union-attr]
+    assert verdicts == {"src/inventory/errors.py": "error", "src/inventory/reports.py": "accepted"}
+    assert first["branch"] is not None
+    assert git(repo, "show", f"{first['branch']}:tests/test_reports.py") == GOOD
+
+    errors_rule.replies = [files_reply(ERRORS_TEST, "tests/test_errors.py")]
+    errors_rule.served = 0
+    seen = len(mistral_server.requests)
+
+    code = run(repo, only=only, json_out=True, archive=str(tmp_path / "arch"))
+
+    second = _json(capsys)
+    assert code == 0, second
+    new = mistral_server.requests[seen:]
+    assert new and all("src/inventory/reports.py" not in r.text for r in new)
+    assert {f["verdict"] for f in second["files"]} == {"accepted"}  # type: ignore[union-attr]
+    branch = str(second["branch"])
+    assert git(repo, "show", f"{branch}:tests/test_reports.py") == GOOD
+    assert git(repo, "show", f"{branch}:tests/test_errors.py") == ERRORS_TEST
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_files": -1}, "--max-files"),
+        ({"max_iterations": 0}, "--max-iterations"),
+        ({"only": [""]}, "empty glob"),
+        ({"ref": "no-such-ref"}, "not a commit"),
+        ({"min_coverage": 1.5}, "min_coverage"),
+        ({"archive": "ftp://host/x"}, "archive"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    repo: Path, capsys: pytest.CaptureFixture[str], kwargs: dict[str, object], message: str
+) -> None:
+    code = run(repo, **kwargs)  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("autopilot: error: ") and message in err
+    assert err.count("\n") == 1
+
+
+def test_not_a_directory_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(tmp_path / "missing") == 2
+    assert "not a directory" in capsys.readouterr().err
