@@ -1,0 +1,188 @@
+"""Nightly report pieces without tools: merging accepted files, exit codes, the outcome store and
+its content key, the archive of one file's exchanges."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tasks.archive import open_archive
+from tasks.config import load_settings
+from tasks.context import FileText, PromptContext
+from tasks.generation_cache import OutcomeStore, outcome_key
+from tasks.generation_report import (
+    NightlyReport,
+    archive_outcome,
+    markdown_summary,
+    merge_accepted,
+    table_rows,
+)
+from tasks.generation_types import Exchange, FileOutcome
+from tasks.skills import choose_skill
+from tasks.targets import Target
+from tasks.types import SourceKind
+
+
+def _outcome(source: str, verdict: str, files: dict[str, str] | None = None) -> FileOutcome:
+    return FileOutcome(
+        source=source,
+        kind=SourceKind.MODEL,
+        spec=source.replace("app/", "spec/").replace(".rb", "_spec.rb"),
+        verdict=verdict,  # type: ignore[arg-type]
+        files=files or {},
+        tokens=10,
+    )
+
+
+def test_merge_commits_accepted_files_only_and_refuses_conflicting_factories() -> None:
+    a = _outcome("app/models/a.rb", "accepted", {"spec/a_spec.rb": "A", "spec/factories/x.rb": "X"})
+    b = _outcome("app/models/b.rb", "rejected", {"spec/b_spec.rb": "B"})
+    c = _outcome("app/models/c.rb", "accepted", {"spec/c_spec.rb": "C", "spec/factories/x.rb": "Y"})
+    d = _outcome("app/models/d.rb", "accepted", {"spec/d_spec.rb": "D", "spec/factories/x.rb": "X"})
+
+    merged = merge_accepted([a, b, c, d], prefix="sub")
+
+    assert merged == {
+        "sub/spec/a_spec.rb": b"A",
+        "sub/spec/factories/x.rb": b"X",
+        "sub/spec/d_spec.rb": b"D",
+    }
+    assert c.verdict == "error"
+    assert c.reasons == [
+        "sub/spec/factories/x.rb: also written for app/models/a.rb with other content; "
+        "not committed"
+    ]
+    assert d.verdict == "accepted"  # the same factory content is no conflict
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "code"),
+    [
+        (["accepted", "skipped"], 0),
+        ([], 0),
+        (["accepted", "rejected"], 1),
+        (["error"], 1),
+    ],
+)
+def test_exit_code(verdicts: list[str], code: int) -> None:
+    report = NightlyReport(
+        run_id="r",
+        repo="/x",
+        base_commit="c" * 40,
+        files=[_outcome(f"app/models/m{i}.rb", v) for i, v in enumerate(verdicts)],
+    )
+    assert report.exit_code() == code
+
+
+def test_table_and_summary_name_the_failed_gate() -> None:
+    out = _outcome("app/models/a.rb", "rejected")
+    out.gate, out.reasons, out.coverage_before, out.coverage_after = (
+        "coverage",
+        ["coverage 50% < 90%", "uncovered lines: 3, 4"],
+        0.25,
+        0.5,
+    )
+    report = NightlyReport(run_id="r", repo="/x", base_commit="c" * 40, files=[out])
+    [row] = table_rows(report.files)
+    assert row["failed gate"] == "coverage"
+    assert (row["coverage before"], row["coverage after"], row["judge score"]) == (
+        "25%",
+        "50%",
+        "-",
+    )
+    assert "`app/models/a.rb`: rejected at coverage: coverage 50% < 90%" in markdown_summary(report)
+
+
+TARGET = Target(
+    source="app/models/customer.rb",
+    kind=SourceKind.MODEL,
+    spec="spec/models/customer_spec.rb",
+    reason="untested",
+    coverage_before=0.0,
+)
+CONTEXT = PromptContext(
+    language="ruby",
+    source="class Customer; end\n",
+    context_files=[FileText(path="spec/factories/customers.rb", text="factory\n")],
+    versions={"rails": "6.1.7"},
+)
+
+
+def test_outcome_key_changes_with_every_input_it_depends_on() -> None:
+    settings = load_settings(None)
+    skill = choose_skill(TARGET.source, TARGET.kind)
+    base = {
+        "target": TARGET,
+        "context": CONTEXT,
+        "skill": skill,
+        "toolchain": "ruby-rspec",
+        "settings": settings,
+        "max_iterations": 4,
+    }
+    key = outcome_key(**base)  # type: ignore[arg-type]
+    assert outcome_key(**base) == key  # type: ignore[arg-type]
+    variants = [
+        {"context": CONTEXT.model_copy(update={"source": "class Customer; def x; end; end\n"})},
+        {
+            "context": CONTEXT.model_copy(
+                update={"context_files": [FileText(path="spec/factories/customers.rb", text="2")]}
+            )
+        },
+        {"settings": load_settings(None, {"models.generator": "other-model"})},
+        {"settings": load_settings(None, {"gates.min_judge": 0.8})},
+        {"max_iterations": 2},
+        {"skill": choose_skill("lib/x.rb", SourceKind.RUBY)},
+    ]
+    keys = {outcome_key(**(base | v)) for v in variants}  # type: ignore[arg-type]
+    assert key not in keys and len(keys) == len(variants)
+
+
+def test_store_keeps_decisions_only_and_survives_damage(tmp_path: Path) -> None:
+    store = OutcomeStore(tmp_path / "cache")
+    key = "a" * 64
+    accepted = _outcome("app/models/a.rb", "accepted", {"spec/a_spec.rb": "A"})
+    assert store.get(key) is None
+    assert store.put(key, accepted) is True
+    hit = store.get(key)
+    assert hit is not None and hit.cached and hit.tokens == 0
+    assert hit.files == {"spec/a_spec.rb": "A"}
+    assert store.put("b" * 64, _outcome("app/models/b.rb", "error")) is False
+    assert store.get("b" * 64) is None
+    (tmp_path / "cache" / f"{key}.json").write_text("{not json", encoding="utf-8")
+    assert store.get(key) is None
+    with pytest.raises(ValueError, match="invalid cache key"):
+        store.get("../../etc/passwd")
+
+
+def test_archive_of_one_file_keeps_every_prompt_reply_and_generated_file(tmp_path: Path) -> None:
+    out = _outcome("app/models/a.rb", "accepted", {"spec/models/a_spec.rb": "it\n"})
+    out.exchanges = [
+        Exchange(
+            iteration=1,
+            prompt_name="generate",
+            prompt_version="1.0.0",
+            prompt_sha256="0" * 64,
+            messages=[{"role": "system", "content": "sys"}, {"role": "user", "content": "usr"}],
+            replies=["first reply", "re-asked reply"],
+        )
+    ]
+    run = open_archive(str(tmp_path)).run("nightly", "run-1")
+    archive_outcome(run, out)
+    manifest = run.finalize()
+    keys = {o.key for o in manifest.objects}
+    base = "files/app__models__a.rb"
+    assert keys == {
+        f"{base}/round-1-generate-prompt.md",
+        f"{base}/round-1-generate-reply-1.md",
+        f"{base}/round-1-generate-reply-2.md",
+        f"{base}/generated/spec/models/a_spec.rb",
+        f"{base}/verdict.json",
+    }
+    root = tmp_path / "nightly" / run.date / "run-1"
+    assert (
+        root / base / "round-1-generate-prompt.md"
+    ).read_text() == "## system\n\nsys\n\n## user\n\nusr\n"
+    verdict = json.loads((root / base / "verdict.json").read_text())
+    assert verdict["verdict"] == "accepted" and verdict["files"] == ["spec/models/a_spec.rb"]
