@@ -33,7 +33,7 @@ from flows.audit import artifact_key, run_name
 from tasks.archive import RunArchive, open_archive
 from tasks.config import Settings, load_settings
 from tasks.discovery import map_repo
-from tasks.errors import ArchiveError, BadInputError
+from tasks.errors import ArchiveError, AutopilotError, BadInputError
 from tasks.git import resolve_commit, subdir_in_repo, unique_branch_name, worktree
 from tasks.model import ModelClient
 from tasks.repair import (
@@ -44,10 +44,11 @@ from tasks.repair import (
     metrics,
     summary,
 )
-from tasks.repair_audit import git_apply, parse_patch
+from tasks.repair_audit import git_apply
 from tasks.repair_branch import GroupCommit, apply_in_order, commit_chain
 from tasks.repair_loop import RepairEnv, now, run_group
-from tasks.repair_roles import group_failures
+from tasks.repair_risk import parse_patch
+from tasks.repair_roles import NOT_A_REPORT, group_failures, scout_log
 from tasks.reports import parse_reports
 from tasks.sandbox import make_runner
 from tasks.toolchains import get_toolchain
@@ -93,15 +94,32 @@ class _Saver:
 
 @task(name="scout", task_run_name="scout {user_repo.name}", cache_policy=NO_CACHE)
 def scout(
-    user_repo: Path, reports: list[str], project: Path, toolchain: str, settings: Settings
+    user_repo: Path,
+    reports: list[str],
+    project: Path,
+    toolchain: str,
+    settings: Settings,
+    client: ModelClient | None,
 ) -> tuple[list[TestCaseResult], list[str]]:
-    """Failing cases from the reports, or from a sandboxed suite run when none is given."""
+    """Failing cases from the reports, or from a sandboxed suite run when none is given.
+
+    Plain parsing first; a file no parser understands (a raw log) goes to the scout model when
+    one is configured. A file that stays unusable is one error line; the others are kept.
+    """
     if reports:
         run = parse_reports([Path(r) for r in reports], repo=user_repo)
-        errors = [f"{e.file}: {e.error}" for e in run.errors]
+        cases, errors = list(run.cases), []
+        for e in run.errors:
+            if client is None or not e.error.startswith(NOT_A_REPORT):
+                errors.append(f"{e.file}: {e.error}")
+                continue
+            try:
+                cases.extend(scout_log(client, Path(e.file), user_repo))
+            except (AutopilotError, OSError) as exc:
+                errors.append(f"{e.file}: {e.error}; the scout model could not read it: {exc}")
         if errors and len(errors) == len(reports):
             raise BadInputError(errors[0])
-        return run.cases, errors
+        return cases, errors
     runner = make_runner(settings.sandbox, root=project)
     suite = get_toolchain(toolchain).run_suite(project, runner)
     if not suite.validation.loaded:
@@ -304,48 +322,44 @@ def post_merge(
         "post_merge", run_id, dt.date.today()
     )
     saver = _Saver(run_archive)
-    with worktree(root, commit) as wt:
-        project = wt / sub if sub else wt
-        mapping = map_repo(project, settings.toolchain)
-        cases, report_errors = scout(
-            path, list(reports or []), project, mapping.toolchain, settings
-        )
-        failing = [c for c in cases if c.status in ("failed", "error")]
-        state = RepairState(
-            run_id=run_id,
-            repo=str(path),
-            project=sub,
-            base_commit=commit,
-            toolchain=mapping.toolchain,
-            archive_uri=run_archive.uri,
-            failures=len(failing),
-            report_errors=report_errors,
-            groups=[GroupState(group=g) for g in group_failures(failing, mapping)],
-        )
-        saver.run(state, "scout")
-        if state.groups:
-            client = ModelClient.from_settings(settings)
-            env = RepairEnv(
-                client=client,
-                settings=settings,
-                repo_root=root,
-                sub=sub,
+    # The model is needed only when something fails (or a raw log needs the scout).
+    client = ModelClient.from_settings(settings) if settings.model_configured else None
+    try:
+        with worktree(root, commit) as wt:
+            project = wt / sub if sub else wt
+            mapping = map_repo(project, settings.toolchain)
+            cases, report_errors = scout(
+                path, list(reports or []), project, mapping.toolchain, settings, client
+            )
+            failing = [c for c in cases if c.status in ("failed", "error")]
+            state = RepairState(
+                run_id=run_id,
+                repo=str(path),
+                project=sub,
                 base_commit=commit,
                 toolchain=mapping.toolchain,
-                project=project,
-                all_failures=failing,
+                archive_uri=run_archive.uri,
+                failures=len(failing),
+                report_errors=report_errors,
+                groups=[GroupState(group=g) for g in group_failures(failing, mapping)],
             )
-            try:
-                futures = [repair_group.submit(g, env, saver) for g in state.groups]
-                state.groups = [f.result() for f in futures]
-                saver.run(state, "repaired")
-                for g in state.groups:
-                    if g.step == "human":
-                        hand_off(g, env, run_id, settings.repair.human_timeout_s, human_poll_s)
-                        saver.group(g, "human")
-                commit_fixes(state, env)
-            finally:
-                client.close()
+            saver.run(state, "scout")
+            if state.groups:
+                client = client or ModelClient.from_settings(settings)  # ConfigError: no model
+                env = RepairEnv(
+                    client=client,
+                    settings=settings,
+                    repo_root=root,
+                    sub=sub,
+                    base_commit=commit,
+                    toolchain=mapping.toolchain,
+                    project=project,
+                    all_failures=failing,
+                )
+                _repair_groups(state, env, saver, human_poll_s)
+    finally:
+        if client is not None:
+            client.close()
     for g in state.groups:
         if g.outcome is None:  # a PASSED patch that could not be committed is handled above
             g.outcome = "needs_human"
@@ -359,6 +373,18 @@ def post_merge(
         log.warning("archive: %s", exc)
     _artifacts(state, path.name)
     return result
+
+
+def _repair_groups(state: RepairState, env: RepairEnv, saver: _Saver, human_poll_s: int) -> None:
+    """Every group in parallel, then the hand-offs one by one, then the fix branch."""
+    futures = [repair_group.submit(g, env, saver) for g in state.groups]
+    state.groups = [f.result() for f in futures]
+    saver.run(state, "repaired")
+    for g in state.groups:
+        if g.step == "human":
+            hand_off(g, env, state.run_id, env.settings.repair.human_timeout_s, human_poll_s)
+            saver.group(g, "human")
+    commit_fixes(state, env)
 
 
 def _artifacts(state: RepairState, name: str) -> None:

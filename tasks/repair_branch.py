@@ -29,7 +29,8 @@ from tasks.git import (
     resolve_commit,
     worktree,
 )
-from tasks.repair_audit import git_apply, parse_patch
+from tasks.repair_audit import git_apply
+from tasks.repair_risk import parse_patch
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,9 @@ from tasks.errors import BadInputError
 from tasks.model import ModelClient, parse_diff_reply
 from tasks.prompts import render
 from tasks.repair import CodeSnippet, FailureGroup, GroupContext, GroupState
-from tasks.replies import Diagnosis, schema_text
-from tasks.secrets import read_for_prompt
+from tasks.replies import Diagnosis, ScoutReport, schema_text
+from tasks.secrets import read_for_prompt, redact
+from tasks.stacktrace import locations_from_trace
 from tasks.types import Mapping, TestCaseResult
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,10 @@ MAX_GIT_CHARS = 8_000
 MAX_FAILURES = 8
 MAX_TRACE_CHARS = 3_000
 GIT_LOG_COMMITS = 3
+#: The end of a raw log is sent to the scout: runners print their failure summary last.
+MAX_LOG_CHARS = 40_000
+#: What the report parser says about a file that is no report (a raw log, for the scout).
+NOT_A_REPORT = "not a JUnit XML or RSpec JSON report"
 
 _TEST_DIRS = ("spec/", "tests/", "test/")
 _TRAILING_TYPE = re.compile(r":\s*([A-Z][\w.:]*(?:Error|Exception|Failure|Mismatch|NotMet)\w*)\s*$")
@@ -75,6 +80,61 @@ def innermost_project_frame(case: TestCaseResult) -> str:
         if not loc.path.startswith("/") and not is_test_path(loc.path):
             return f"{loc.path}:{loc.line}"
     return ""
+
+
+def _safe_relpath(path: str | None) -> str | None:
+    """A model-given test path only when it is a plain relative path (no '..', not absolute)."""
+    if not path:
+        return None
+    path = path.removeprefix("./")
+    parts = path.split("/")
+    if path.startswith("/") or "\\" in path or any(p in ("", ".", "..", ".git") for p in parts):
+        return None
+    return path
+
+
+def scout_log(client: ModelClient, log_path: Path, repo: Path) -> list[TestCaseResult]:
+    """Failures from a raw test log that no parser understands, read by the scout model.
+
+    The reply is untrusted: test paths that are not plain relative paths are dropped, and
+    locations come from parsing the copied stack traces, not from the model.
+
+    Raises:
+        ModelError: the call failed, or the reply stayed malformed after re-asks.
+        OSError: the log cannot be read.
+    """
+    data = log_path.read_bytes()
+    text = redact(data[-MAX_LOG_CHARS:].decode("utf-8", errors="replace"))
+    about = str(log_path)
+    prompt = render("scout", path=about, log=text, reply_schema=schema_text(ScoutReport))
+    report, _ = client.structured(
+        "scout",
+        prompt.messages(),
+        ScoutReport,
+        schema_name="scout_failures",
+        prompt=prompt.meta,
+        about=about,
+    )
+    cases: list[TestCaseResult] = []
+    for f in report.failures:
+        locations = [
+            loc for loc in locations_from_trace(f.trace, repo) if not loc.path.startswith("/")
+        ]
+        cases.append(
+            TestCaseResult(
+                id=f.test_id,
+                name=f.name,
+                classname=f.classname,
+                file=_safe_relpath(f.file),
+                line=f.line,
+                status=f.status,
+                message=f.message,
+                error_type=f.error_type,
+                trace=f.trace or None,
+                locations=locations,
+            )
+        )
+    return cases
 
 
 def _sources_of(mapping: Mapping | None) -> dict[str, str]:

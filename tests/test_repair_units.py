@@ -18,8 +18,9 @@ from tasks.repair import (
     route_after_audit,
     route_after_diagnosis,
 )
-from tasks.repair_audit import judge_rerun, parse_patch, risk_reasons
+from tasks.repair_audit import judge_rerun
 from tasks.repair_branch import GroupCommit, commit_chain
+from tasks.repair_risk import parse_patch, risk_reasons
 from tasks.repair_roles import error_type_of, group_failures, message_shape
 from tasks.replies import Alternative, Diagnosis
 from tasks.types import Location, MappedFile, Mapping, SourceKind, TestCaseResult, ValidationResult

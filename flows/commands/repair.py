@@ -15,14 +15,25 @@ from typing import Any
 
 from tasks.config import load_settings
 from tasks.discovery import detect_toolchain
-from tasks.errors import AutopilotError, BadInputError
+from tasks.errors import AutopilotError, BadInputError, ReportError
 from tasks.git import resolve_commit, subdir_in_repo
+from tasks.repair_roles import NOT_A_REPORT
+from tasks.reports import iter_records
 
 
 def check_inputs(
-    repo: Path, ref: str, max_retries: int | None, human_timeout: float | None
+    repo: Path,
+    reports: list[Path],
+    ref: str,
+    max_retries: int | None,
+    human_timeout: float | None,
 ) -> None:
-    """Raise BadInputError/ConfigError for what would make the flow fail at once."""
+    """Raise BadInputError/ConfigError for what would make the flow fail at once.
+
+    Reports are sniffed (their first case only): when none of them can be used, that is bad
+    input. A file that is no report counts as usable when a model is configured, because the
+    scout model reads raw logs.
+    """
     if not repo.is_dir():
         raise BadInputError(f"{repo}: not a directory")
     settings = load_settings(
@@ -31,6 +42,15 @@ def check_inputs(
     root, _ = subdir_in_repo(repo)
     resolve_commit(root, ref)
     detect_toolchain(repo, settings.toolchain)
+    bad: list[ReportError] = []
+    for report in reports:
+        try:
+            next(iter_records(report, repo), None)
+        except ReportError as exc:
+            if not (settings.model_configured and exc.reason.startswith(NOT_A_REPORT)):
+                bad.append(exc)
+    if reports and len(bad) == len(reports):
+        raise bad[0]
 
 
 def _print_summary(result: dict[str, Any]) -> None:
@@ -87,7 +107,7 @@ def run(
         0 every group fixed, 1 some group not fixed, 2 bad input (one line on stderr).
     """
     try:
-        check_inputs(repo, ref, max_retries, human_timeout)
+        check_inputs(repo, reports, ref, max_retries, human_timeout)
         from flows.post_merge import post_merge
         from flows.runtime import flow_runtime
 

@@ -1,0 +1,195 @@
+"""Patch parsing and risk: what a unified diff touches, what makes it unsafe or risky.
+
+Unsafe (refused before anything is applied): absolute paths, ``..``, anything under ``.git/``,
+symbolic links, binary diffs, a diff naming no file. Risky (a person decides even when the tests
+pass): dependency manifests and lock files, CI configuration, migrations and schema, configured
+``risky_paths``, deleted test files, more than ``max_patch_lines`` changed lines, production code
+edited when the diagnosis says the test is wrong or a mock is involved.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+
+from tasks.config import RepairSettings
+from tasks.repair import FailureGroup
+from tasks.repair_roles import is_test_path
+from tasks.replies import Diagnosis
+
+_MANIFESTS = {
+    "Gemfile",
+    "Gemfile.lock",
+    "gems.rb",
+    "gems.locked",
+    "package.json",
+    "package-lock.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "pyproject.toml",
+    "poetry.lock",
+    "uv.lock",
+    "Pipfile",
+    "Pipfile.lock",
+    "setup.py",
+    "setup.cfg",
+    "go.mod",
+    "go.sum",
+    "Cargo.toml",
+    "Cargo.lock",
+    "pom.xml",
+    "build.gradle",
+    "build.gradle.kts",
+    "composer.json",
+    "composer.lock",
+}
+_MANIFEST_GLOBS = ("*.gemspec", "requirements*.txt", "constraints*.txt")
+_CI = (".github/", ".gitlab-ci.yml", ".circleci/", "Jenkinsfile", ".travis.yml", ".buildkite/")
+_CI_GLOBS = ("azure-pipelines*.yml", ".gitlab/*", "bitbucket-pipelines.yml")
+_MIGRATIONS = ("db/migrate/", "db/schema.rb", "db/structure.sql", "alembic/")
+_MOCK_WORDS = re.compile(
+    r"\b(mock|mocks|mocked|stub|stubbed|double|instance_double|MagicMock|receive\(|"
+    r"RSpec::Mocks|unittest\.mock|monkeypatch)",
+    re.IGNORECASE,
+)
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
+@dataclass
+class PatchInfo:
+    """What a unified diff touches."""
+
+    files: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    added_lines: int = 0
+    removed_lines: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def changed_lines(self) -> int:
+        return self.added_lines + self.removed_lines
+
+
+def _path_problem(path: str) -> str | None:
+    if not path:
+        return "empty path"
+    if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
+        return f"{path!r}: absolute path"
+    if "\\" in path or "\x00" in path:
+        return f"{path!r}: backslash or NUL in path"
+    parts = path.split("/")
+    if ".." in parts:
+        return f"{path!r}: '..' leaves the repository"
+    if any(p.lower() == ".git" for p in parts):
+        return f"{path!r}: inside .git/"
+    return None
+
+
+def _strip_prefix(raw: str) -> str | None:
+    """A header path without its a/ or b/ prefix and timestamp; None for /dev/null."""
+    path = raw.split("\t", 1)[0].strip()
+    if path.startswith('"') and path.endswith('"'):
+        path = path[1:-1]
+    if path == "/dev/null":
+        return None
+    if path.startswith(("a/", "b/")):
+        return path[2:]
+    return path
+
+
+def parse_patch(diff: str) -> PatchInfo:
+    """The files a diff touches, its size, and what makes it unsafe (see the module docstring)."""
+    info = PatchInfo()
+    files: dict[str, None] = {}
+    in_hunk = False
+    old: str | None = None
+    for line in diff.splitlines():
+        if line.startswith("diff --git "):
+            in_hunk = False
+            continue
+        if line.startswith("--- ") and not in_hunk:
+            old = _strip_prefix(line[4:])
+            continue
+        if line.startswith("+++ ") and not in_hunk:
+            new = _strip_prefix(line[4:])
+            for path in (old, new):
+                if path is not None:
+                    files.setdefault(path, None)
+            if new is None and old is not None:
+                info.deleted.append(old)
+            continue
+        if _HUNK.match(line):
+            in_hunk = True
+            continue
+        if line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+            files.setdefault(line.split(" ", 2)[2].strip(), None)
+            in_hunk = False
+        elif re.match(r"^(new file mode|deleted file mode|old mode|new mode) 120000", line):
+            info.problems.append("symbolic links are not allowed in a repair patch")
+        elif line.startswith(("GIT binary patch", "Binary files ")):
+            info.problems.append("binary diffs are not allowed in a repair patch")
+        elif in_hunk and line.startswith("+"):
+            info.added_lines += 1
+        elif in_hunk and line.startswith("-"):
+            info.removed_lines += 1
+        elif in_hunk and not line.startswith((" ", "\\")) and line:
+            in_hunk = False
+    info.files = list(files)
+    if not info.files:
+        info.problems.append("the diff names no file")
+    for path in info.files:
+        problem = _path_problem(path)
+        if problem:
+            info.problems.append(problem)
+    return info
+
+
+def _matches(path: str, patterns: tuple[str, ...] | list[str]) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def risk_reasons(
+    info: PatchInfo,
+    diagnosis: Diagnosis | None,
+    group: FailureGroup,
+    settings: RepairSettings,
+) -> list[str]:
+    """Why this patch needs a person even if the tests pass ([] when it does not)."""
+    reasons: list[str] = []
+    for path in info.files:
+        name = path.rsplit("/", 1)[-1]
+        if name in _MANIFESTS or _matches(path, _MANIFEST_GLOBS):
+            reasons.append(f"{path}: dependency manifest or lock file")
+        elif path.startswith(_CI) or name in _CI or _matches(path, _CI_GLOBS):
+            reasons.append(f"{path}: CI configuration")
+        elif path.startswith(_MIGRATIONS) or "/migrations/" in f"/{path}":
+            reasons.append(f"{path}: database migration or schema")
+        elif settings.risky_paths and _matches(path, settings.risky_paths):
+            reasons.append(f"{path}: matches a configured risky path")
+    for path in info.deleted:
+        if is_test_path(path):
+            reasons.append(f"{path}: deletes a test file")
+    if info.changed_lines > settings.max_patch_lines:
+        reasons.append(
+            f"{info.changed_lines} changed lines, more than max_patch_lines "
+            f"({settings.max_patch_lines})"
+        )
+    production = [p for p in info.files if not is_test_path(p)]
+    if production and diagnosis is not None:
+        if diagnosis.wrong_side == "test":
+            reasons.append(
+                f"edits production code ({', '.join(production)}) although the diagnosis "
+                "says the test is wrong"
+            )
+        else:
+            evidence = " ".join(
+                [diagnosis.root_cause, diagnosis.repair_strategy]
+                + [f"{c.message or ''} {c.trace or ''}" for c in group.tests]
+            )
+            if _MOCK_WORDS.search(evidence):
+                reasons.append(
+                    f"edits production code ({', '.join(production)}) where a mock is involved"
+                )
+    return reasons

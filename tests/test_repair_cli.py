@@ -1,0 +1,46 @@
+"""`autopilot repair` input checks: bad input is one line on stderr and exit 2, before any flow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows.commands.repair import run
+from tests.examples_repo import make_example_repo
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_example_repo("py_inventory", tmp_path_factory.mktemp("cli") / "inv")
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("autopilot: error: ")
+    return err[0]
+
+
+def test_not_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(tmp_path / "nope", []) == 2
+    assert "not a directory" in _one_error_line(capsys)
+
+
+def test_bad_ref(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(repo, [], ref="no-such-ref") == 2
+    assert "'no-such-ref' is not a commit" in _one_error_line(capsys)
+
+
+def test_bad_option(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(repo, [], max_retries=-1) == 2
+    assert "max_retries" in _one_error_line(capsys)
+
+
+def test_no_usable_report(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "build.log"
+    log.write_text("make: *** [test] Error 1\n")
+    # No model is configured, so the raw log cannot go to the scout either.
+    assert run(repo, [tmp_path / "missing.xml", log]) == 2
+    line = _one_error_line(capsys)
+    assert "missing.xml: no such file" in line
