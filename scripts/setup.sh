@@ -17,7 +17,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
-if ! command -v uv >/dev/null 2>&1; then
+# uv is run as a module of the interpreter that has it, so no PATH or shim refresh is needed.
+if ! "$PYTHON" -m uv --version >/dev/null 2>&1; then
   "$PYTHON" -m pip install -q "uv==0.13.8"
 fi
-uv sync --locked --python "$PYTHON"
+"$PYTHON" -m uv sync --locked --python "$PYTHON"
