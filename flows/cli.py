@@ -96,6 +96,83 @@ def judge(
     raise typer.Exit(run(spec, source, repo, json_out, calibrate))
 
 
+@app.command()
+def nightly(
+    ctx: typer.Context,
+    repo: RepoOpt = Path("."),
+    ref: Annotated[str, typer.Option("--ref", help="Base commit or branch.")] = "HEAD",
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="Glob of source files (repeatable).")
+    ] = None,
+    max_files: Annotated[int | None, typer.Option("--max-files", min=1)] = None,
+    max_iterations: Annotated[int, typer.Option("--max-iterations", min=1)] = 4,
+    min_coverage: Annotated[float | None, typer.Option("--min-coverage", min=0, max=1)] = None,
+    min_judge: Annotated[float | None, typer.Option("--min-judge", min=0, max=1)] = None,
+    archive: Annotated[
+        str | None, typer.Option("--archive", help="Directory or s3://bucket/prefix.")
+    ] = None,
+    dask: Annotated[
+        str | None, typer.Option("--dask", help="Dask scheduler address, or 'local'.")
+    ] = None,
+    push: Annotated[bool, typer.Option("--push", help="Push the result branch.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Generate and improve tests for the files that need it most; accepted work on a branch."""
+    from flows.commands.nightly import run
+
+    raise typer.Exit(
+        run(
+            repo,
+            ref=ref,
+            only=only,
+            max_files=max_files,
+            max_iterations=max_iterations,
+            min_coverage=min_coverage,
+            min_judge=min_judge,
+            archive=archive,
+            dask=dask,
+            push=push,
+            json_out=json_out,
+            verbose=_verbose(ctx),
+        )
+    )
+
+
+@app.command()
+def repair(
+    ctx: typer.Context,
+    repo: RepoOpt = Path("."),
+    report: Annotated[
+        list[Path] | None,
+        typer.Option("--report", help="JUnit XML or RSpec JSON report (repeatable)."),
+    ] = None,
+    ref: Annotated[str, typer.Option("--ref", help="The merged commit.")] = "HEAD",
+    max_retries: Annotated[int | None, typer.Option("--max-retries", min=0)] = None,
+    human_timeout: Annotated[
+        float | None, typer.Option("--human-timeout", min=0, help="Seconds to wait for a person.")
+    ] = None,
+    archive: Annotated[
+        str | None, typer.Option("--archive", help="Directory or s3://bucket/prefix.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Repair failing tests after a merge: diagnose, patch, audit, hand off when unsure."""
+    from flows.commands.repair import run
+
+    raise typer.Exit(
+        run(
+            repo,
+            report or [],
+            ref=ref,
+            max_retries=max_retries,
+            human_timeout=human_timeout,
+            archive=archive,
+            json_out=json_out,
+            verbose=_verbose(ctx),
+        )
+    )
+
+
 def _verbose(ctx: typer.Context) -> bool:
     root = ctx.find_root()
     return bool(root.params.get("verbose", False))
