@@ -7,8 +7,10 @@ hand-offs: the flow run pauses for a typed :class:`HumanDecision` per group that
 new branch ``autopilot/fix-<short-sha>``, one commit per group, built without touching the
 user's HEAD, index or working tree -> summary, metrics and the whole state archived.
 
-The typed state of every group is archived after every step (``groups/<id>/<n>-<step>.json``),
-the run's state after the scout, the hand-offs and at the end (``state-*.json``).
+The loop is tasks/repair_loop.py, the hand-off tasks/repair_human.py, the branch
+tasks/repair_branch.py. The typed state of every group is archived after every step
+(``groups/<id>/<n>-<step>.json``), the run's state after the scout, after the repairs and at
+the end (``state-*.json``).
 """
 
 from __future__ import annotations
@@ -16,57 +18,42 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
-import math
+import time
 import uuid
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
-from prefect.exceptions import FlowPauseTimeout
-from prefect.flow_runs import pause_flow_run
-from prefect.input import RunInput
-from pydantic import Field
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.audit import artifact_key, run_name
 from tasks.archive import RunArchive, open_archive
 from tasks.config import Settings, load_settings
 from tasks.discovery import map_repo
 from tasks.errors import ArchiveError, AutopilotError, BadInputError
-from tasks.git import resolve_commit, subdir_in_repo, unique_branch_name, worktree
+from tasks.git import resolve_commit, subdir_in_repo, worktree
 from tasks.model import ModelClient
 from tasks.repair import (
     GroupState,
-    HumanDecisionRecord,
     RepairState,
     group_summary,
     metrics,
     summary,
 )
-from tasks.repair_audit import git_apply
-from tasks.repair_branch import GroupCommit, apply_in_order, commit_chain
+from tasks.repair_branch import commit_fixes
+from tasks.repair_human import HumanDecision, hand_off
 from tasks.repair_loop import RepairEnv, now, run_group
-from tasks.repair_risk import parse_patch
 from tasks.repair_roles import NOT_A_REPORT, group_failures, scout_log
 from tasks.reports import parse_reports
 from tasks.sandbox import make_runner
 from tasks.toolchains import get_toolchain
 from tasks.types import TestCaseResult
 
+__all__ = ["HumanDecision", "post_merge"]
+
 log = logging.getLogger(__name__)
-
-HUMAN_EVENT = "autopilot.human.needed"
-
-
-class HumanDecision(RunInput):
-    """What a person answers when a group is handed over (the form in the Prefect UI)."""
-
-    action: Literal["approve", "reject", "edit"] = Field(
-        description="approve the last patch, reject it, or edit: apply `patch` instead"
-    )
-    patch: str | None = Field(None, description="The edited unified diff (action 'edit')")
-    note: str = Field("", description="Why: kept in the archived state")
 
 
 class _Saver:
@@ -133,157 +120,17 @@ def repair_group(state: GroupState, env: RepairEnv, saver: _Saver) -> GroupState
     return run_group(state, env, saver.group)
 
 
-def handoff_markdown(state: GroupState) -> str:
-    """The whole state of a group formatted for the person who decides."""
-    g, d, last = state.group, state.diagnosis, state.last_attempt
-    out = [
-        f"# Repair needs a person: {g.id}",
-        f"Signature: `{g.signature}`",
-        "## Why",
-        *[f"- {r}" for r in state.handoff_reasons],
-        "## Failing tests",
-        *[f"- `{t.id}`: {t.name}" for t in g.tests],
-    ]
-    if d is not None:
-        out += [
-            "## Diagnosis",
-            f"{d.root_cause} (confidence {d.confidence:.2f}, wrong side: {d.wrong_side})",
-            f"Strategy: {d.repair_strategy}",
-            *[f"- alternative: {a.root_cause} ({a.confidence:.2f})" for a in d.alternatives],
-        ]
-    if last is not None:
-        out += ["## Last patch", "```diff", last.patch.rstrip(), "```"]
-        if last.audit is not None:
-            out += ["## Audit", f"{last.audit.verdict}: {last.audit.feedback}"]
-    out += [
-        "## Answer",
-        "Resume this flow run with `action` approve (commit the last patch), reject, or edit "
-        "(give `patch`, a unified diff), and an optional `note`.",
-    ]
-    return "\n".join(out)
-
-
-def _force_running() -> None:
-    """After a pause timed out, put the run back to Running so it can finish the others."""
-    from prefect import get_client
-    from prefect.context import FlowRunContext
-    from prefect.states import Running
-
-    ctx = FlowRunContext.get()
-    if ctx is None or ctx.flow_run is None:
-        return
-    with get_client(sync_client=True) as client:
-        client.set_flow_run_state(ctx.flow_run.id, Running(), force=True)
-
-
-def _check_edit(env: RepairEnv, patch: str) -> str | None:
-    problems = parse_patch(patch).problems
-    if problems:
-        return "; ".join(problems)
-    with worktree(env.repo_root, env.base_commit) as wt:
-        return git_apply(wt, env.sub, patch, check=True)
-
-
-def hand_off(state: GroupState, env: RepairEnv, run_id: str, timeout_s: float, poll_s: int) -> None:
-    """Pause the flow run for a person's decision on `state`; record what they said.
-
-    Unanswered within `timeout_s` (or with a zero timeout): the group ends needs_human.
-    """
-    from prefect.events import emit_event
-
-    gid = state.group.id
-    emit_event(
-        HUMAN_EVENT,
-        resource={"prefect.resource.id": f"autopilot.repair.{run_id}.{gid}"},
-        payload={
-            "group": gid,
-            "signature": state.group.signature,
-            "reasons": state.handoff_reasons,
-        },
-    )
-    create_markdown_artifact(handoff_markdown(state), key=artifact_key("handoff", gid))
-    if timeout_s <= 0:
-        state.outcome = "needs_human"
-        state.reasons.append("handed to a person (no waiting: human timeout is 0)")
-        return
-    try:
-        decision = pause_flow_run(
-            wait_for_input=HumanDecision,
-            timeout=max(1, math.ceil(timeout_s)),
-            poll_interval=poll_s,
-            key=f"human-{gid}",
-        )
-    except FlowPauseTimeout:
-        _force_running()
-        state.outcome = "needs_human"
-        state.reasons.append(f"no answer from a person within {timeout_s:g}s")
-        return
-    state.human = HumanDecisionRecord(
-        action=decision.action, patch=decision.patch, note=decision.note
-    )
-    last = state.last_attempt
-    if decision.action == "reject":
-        risky = last is not None and last.audit is not None and last.audit.verdict == "RISKY"
-        state.outcome = "risky" if risky else "failed"
-        state.reasons.append(f"rejected by a person: {decision.note}".rstrip(": "))
-    elif decision.action == "approve":
-        if last is None:
-            state.outcome = "failed"
-            state.reasons.append("approved, but there is no patch to apply")
-        else:
-            state.final_patch = last.patch
-            state.reasons.append(f"approved by a person: {decision.note}".rstrip(": "))
-    else:
-        error = _check_edit(env, decision.patch or "") if decision.patch else "no patch given"
-        if error:
-            state.outcome = "failed"
-            state.reasons.append(f"edited patch refused: {error}")
-        else:
-            state.final_patch = decision.patch
-            state.reasons.append(f"edited by a person: {decision.note}".rstrip(": "))
-
-
-def commit_fixes(state: RepairState, env: RepairEnv) -> None:
-    """Commit every accepted patch on one new branch, one commit per group, in group order."""
-    accepted = [g for g in state.groups if g.final_patch and g.outcome is None]
-    if not accepted:
-        return
-    applied = apply_in_order(
-        env.repo_root, env.sub, env.base_commit, [g.final_patch or "" for g in accepted]
-    )
-    commits: list[GroupCommit] = []
-    committed: list[GroupState] = []
-    duplicates: list[GroupState] = []
-    for g, result in zip(accepted, applied, strict=True):
-        if result is None:
-            duplicates.append(g)
-            g.reasons.append("its patch is already part of an earlier fix on the branch")
-            continue
-        if isinstance(result, str):
-            g.outcome = "needs_human"
-            g.reasons.append(result)
-            continue
-        cause = g.diagnosis.root_cause if g.diagnosis else g.group.signature
-        tests = "\n".join(f"- {t.id}" for t in g.group.tests)
-        message = f"autopilot: fix {g.group.id}: {cause[:60]}\n\n{cause}\n\nTests:\n{tests}\n"
-        commits.append(GroupCommit(message=message, files=result))
-        committed.append(g)
-    if not commits:
-        return
-    branch = unique_branch_name(env.repo_root, f"autopilot/fix-{env.base_commit[:7]}")
-    shas = commit_chain(env.repo_root, env.base_commit, branch, commits)
-    state.branch = branch
-    for g, sha in zip(committed, shas, strict=True):
-        g.commit, g.outcome, g.finished_at = sha, "fixed", now()
-    for g in duplicates:
-        g.commit, g.outcome, g.finished_at = shas[-1], "fixed", now()
-
-
 def _post_merge_run_name() -> str:
     return run_name("post-merge")
 
 
-@flow(name="post-merge", flow_run_name=_post_merge_run_name, log_prints=False)
+@flow(
+    name="post-merge",
+    flow_run_name=_post_merge_run_name,
+    log_prints=False,
+    # Bounded: every group may run a sandboxed test suite at the same time.
+    task_runner=ThreadPoolTaskRunner(max_workers=4),  # type: ignore[arg-type]
+)
 def post_merge(
     repo: str,
     reports: list[str] | None = None,
@@ -376,15 +223,29 @@ def post_merge(
 
 
 def _repair_groups(state: RepairState, env: RepairEnv, saver: _Saver, human_poll_s: int) -> None:
-    """Every group in parallel, then the hand-offs one by one, then the fix branch."""
+    """Every group in parallel, then the hand-offs one by one, then the fix branch.
+
+    The human timeout bounds the whole wait, not each hand-off: ten groups needing a person
+    never keep the run waiting ten times as long.
+    """
     futures = [repair_group.submit(g, env, saver) for g in state.groups]
     state.groups = [f.result() for f in futures]
     saver.run(state, "repaired")
+    deadline = time.monotonic() + env.settings.repair.human_timeout_s
     for g in state.groups:
         if g.step == "human":
-            hand_off(g, env, state.run_id, env.settings.repair.human_timeout_s, human_poll_s)
+            remaining = max(0.0, deadline - time.monotonic())
+            hand_off(g, env, state.run_id, remaining, human_poll_s)
             saver.group(g, "human")
-    commit_fixes(state, env)
+    try:
+        commit_fixes(state, env)
+    except AutopilotError as exc:
+        # The patches passed but could not be committed: a person takes it from here.
+        log.warning("committing the fixes failed: %s", exc)
+        for g in state.groups:
+            if g.final_patch and g.outcome is None:
+                g.outcome = "needs_human"
+                g.reasons.append(f"could not commit the fix: {exc}")
 
 
 def _artifacts(state: RepairState, name: str) -> None:

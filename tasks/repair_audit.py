@@ -124,7 +124,12 @@ def rerun_specs(project: Path, toolchain: str, group: FailureGroup, files: list[
 
 
 def _same(a: TestCaseResult, b: TestCaseResult) -> bool:
-    return a.id == b.id or (a.file == b.file and a.name == b.name)
+    """One example seen by two reporters (ids differ between JUnit and RSpec JSON, e.g.)."""
+    if a.id == b.id:
+        return True
+    if a.file is None or a.file != b.file:
+        return False
+    return a.name == b.name or (a.line is not None and a.line == b.line)
 
 
 def judge_rerun(

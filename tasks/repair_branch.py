@@ -27,9 +27,12 @@ from tasks.git import (
     check_branch_name,
     open_repo,
     resolve_commit,
+    unique_branch_name,
     worktree,
 )
+from tasks.repair import GroupState, RepairState
 from tasks.repair_audit import git_apply
+from tasks.repair_loop import RepairEnv, now
 from tasks.repair_risk import parse_patch
 
 log = logging.getLogger(__name__)
@@ -131,3 +134,39 @@ def commit_chain(
             os.unlink(index_file)
     log.info("branch %s: %d commit(s)", branch, len(shas))
     return shas
+
+
+def commit_fixes(state: RepairState, env: RepairEnv) -> None:
+    """Commit every accepted patch on one new branch, one commit per group, in group order."""
+    accepted = [g for g in state.groups if g.final_patch and g.outcome is None]
+    if not accepted:
+        return
+    applied = apply_in_order(
+        env.repo_root, env.sub, env.base_commit, [g.final_patch or "" for g in accepted]
+    )
+    commits: list[GroupCommit] = []
+    committed: list[GroupState] = []
+    duplicates: list[GroupState] = []
+    for g, result in zip(accepted, applied, strict=True):
+        if result is None:
+            duplicates.append(g)
+            g.reasons.append("its patch is already part of an earlier fix on the branch")
+            continue
+        if isinstance(result, str):
+            g.outcome = "needs_human"
+            g.reasons.append(result)
+            continue
+        cause = g.diagnosis.root_cause if g.diagnosis else g.group.signature
+        tests = "\n".join(f"- {t.id}" for t in g.group.tests)
+        message = f"autopilot: fix {g.group.id}: {cause[:60]}\n\n{cause}\n\nTests:\n{tests}\n"
+        commits.append(GroupCommit(message=message, files=result))
+        committed.append(g)
+    if not commits:
+        return
+    branch = unique_branch_name(env.repo_root, f"autopilot/fix-{env.base_commit[:7]}")
+    shas = commit_chain(env.repo_root, env.base_commit, branch, commits)
+    state.branch = branch
+    for g, sha in zip(committed, shas, strict=True):
+        g.commit, g.outcome, g.finished_at = sha, "fixed", now()
+    for g in duplicates:
+        g.commit, g.outcome, g.finished_at = shas[-1], "fixed", now()

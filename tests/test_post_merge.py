@@ -219,6 +219,37 @@ def test_risky_patch_is_handed_to_a_person_and_committed_when_approved(
     assert_user_tree_untouched(repo, head)
 
 
+TEST_EDIT = (
+    "--- a/tests/test_pricing.py\n+++ b/tests/test_pricing.py\n@@ -8,3 +8,3 @@\n"
+    " def test_ten_units_get_five_percent():\n"
+    "-    assert volume_discount(10) == 5\n"
+    "+    assert volume_discount(10) == 6\n"
+    " \n"
+)
+
+
+def test_a_person_can_answer_with_an_edited_patch_which_is_committed_instead(
+    tmp_path: Path, prefect_harness: None, mistral_server: MistralServer
+) -> None:
+    repo, report, head = regressed_repo(tmp_path)
+    script(mistral_server, [patch_to(5)], wrong_side="test")
+    answered: list[str] = []
+    decision = {"action": "edit", "patch": TEST_EDIT, "note": "6 % is the new policy"}
+    thread = _answer_when_paused(decision, answered)
+
+    result = run_flow(repo, report, tmp_path, human_timeout=120)
+    thread.join(timeout=10)
+
+    [group] = result["groups"]
+    assert group["outcome"] == "fixed"
+    assert group["patch"] == TEST_EDIT
+    assert "edited by a person: 6 % is the new policy" in group["reasons"]
+    branch = result["branch"]
+    assert "== 6" in branch_file(repo, branch, "tests/test_pricing.py")
+    assert "(10, 6))" in branch_file(repo, branch, PRICING)  # the model's patch was not used
+    assert_user_tree_untouched(repo, head)
+
+
 def test_an_unanswered_hand_off_ends_needs_human_with_its_state_archived(
     tmp_path: Path, prefect_harness: None, mistral_server: MistralServer
 ) -> None:
@@ -229,7 +260,7 @@ def test_an_unanswered_hand_off_ends_needs_human_with_its_state_archived(
 
     [group] = result["groups"]
     assert group["outcome"] == "needs_human"
-    assert "no answer from a person within 2s" in group["reasons"]
+    assert "no answer from a person within the human timeout" in group["reasons"]
     assert result["branch"] is None
     assert git(repo, "branch", "--list", "autopilot/*") == ""
     found = archived(tmp_path, result["run_id"])
