@@ -17,7 +17,7 @@ from tasks.config import Settings
 from tasks.model import ModelClient
 from tasks.repair import Attempt, GroupState, route_after_audit, route_after_diagnosis
 from tasks.repair_audit import audit_patch
-from tasks.repair_roles import build_context, diagnose, surgeon
+from tasks.repair_roles import build_context, diagnose, extend_context, surgeon
 from tasks.types import TestCaseResult
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,7 @@ def _step(state: GroupState, env: RepairEnv, save: SaveFn) -> None:
     if state.step == "diagnose":
         state.diagnoses.append(diagnose(env.client, state))
         state.feedback = ""
+        extend_context(env.project, state)
         state.step = route_after_diagnosis(state, env.settings.repair)
         save(state, "diagnose")
     elif state.step == "surgeon":

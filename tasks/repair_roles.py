@@ -233,6 +233,48 @@ def code_context(project: Path, group: FailureGroup) -> list[CodeSnippet]:
     return snippets
 
 
+def extend_context(project: Path, state: GroupState) -> int:
+    """Add the code blocks the latest diagnosis points at to the group's context.
+
+    The stack trace often stops in the test; the diagnosis names the production code to change,
+    which the surgeon must see. Paths come from the model: ``read_for_prompt`` refuses secrets
+    and anything outside the repository. Bounded like the rest of the context.
+
+    Returns:
+        How many snippets were added.
+    """
+    ctx, diagnosis = state.context, state.diagnosis
+    if ctx is None or diagnosis is None:
+        return 0
+    used = sum(len(c.text) for c in ctx.code)
+    added = 0
+    for block in diagnosis.affected_code_blocks:
+        covered = any(
+            c.path == block.file_path
+            and c.start_line <= block.start_line
+            and block.end_line <= c.end_line
+            for c in ctx.code
+        )
+        if covered:
+            continue
+        try:
+            lines = read_for_prompt(project, block.file_path).splitlines()
+        except BadInputError as exc:
+            log.info("context: %s", exc)
+            continue
+        start = max(1, min(block.start_line, block.end_line) - CONTEXT_LINES)
+        end = min(len(lines), max(block.start_line, block.end_line) + CONTEXT_LINES)
+        body = "\n".join(lines[start - 1 : end])
+        if not body or used + len(body) > MAX_CODE_CHARS:
+            continue
+        used += len(body)
+        ctx.code.append(
+            CodeSnippet(path=block.file_path, start_line=start, end_line=end, text=body)
+        )
+        added += 1
+    return added
+
+
 def git_changes(project: Path, paths: list[str]) -> str:
     """Recent commits (with their patches) touching `paths`, cut to MAX_GIT_CHARS."""
     if not paths:

@@ -92,12 +92,13 @@ def script(server: MistralServer, surgeon: list[Any], wrong_side: str = "code") 
     return server.add(Rule(name="surgeon", when=is_surgeon, replies=surgeon))
 
 
-def run_flow(repo: Path, report: Path, tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
+def run_flow(repo: Path, report: Path | None, tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
+    """The flow on `repo` with `report`, or with none: the suite then runs in the sandbox."""
     from flows.post_merge import post_merge
 
     return post_merge(
         repo=str(repo),
-        reports=[str(report)],
+        reports=[str(report)] if report else None,
         archive=str(tmp_path / "archive"),
         human_poll_s=1,
         **kwargs,
@@ -156,12 +157,13 @@ def test_fixed_on_the_first_patch_and_committed_on_a_fix_branch(
 def test_fixed_on_a_revision_that_carries_the_first_patch_and_its_rerun(
     tmp_path: Path, prefect_harness: None, mistral_server: MistralServer
 ) -> None:
-    repo, report, head = regressed_repo(tmp_path)
+    repo, _, head = regressed_repo(tmp_path)
     script(mistral_server, [patch_to(7), patch_to(5)])
 
-    result = run_flow(repo, report, tmp_path)
+    result = run_flow(repo, None, tmp_path)  # no report: the scout runs the suite itself
 
     [group] = result["groups"]
+    assert group["tests"] == [FAILING_TEST] and result["failures"] == 1
     assert (group["outcome"], group["attempts"]) == ("fixed", 2)
     assert group["reasons"][0].startswith("attempt 1: NEEDS_REVISION: 1 of 1 failing examples")
     surgeon_calls = [r for r in mistral_server.requests if is_surgeon(r)]

@@ -275,3 +275,37 @@ def test_commit_chain_makes_one_commit_per_group_on_a_new_branch(tmp_path: Path)
     assert _git(repo, "status", "--porcelain") == ""
     with pytest.raises(BranchExistsError):
         commit_chain(repo, base, "autopilot/fix-1", [GroupCommit("x", {"a.txt": b"x"})])
+
+
+def test_the_diagnosis_brings_the_code_it_blames_into_the_context(tmp_path: Path) -> None:
+    from tasks.repair import CodeSnippet, GroupContext
+    from tasks.repair_roles import extend_context
+    from tasks.replies import CodeBlock
+
+    project = tmp_path / "p"
+    (project / "app/models").mkdir(parents=True)
+    (project / "app/models/product.rb").write_text("".join(f"line {n}\n" for n in range(1, 101)))
+    (project / ".env").write_text("SECRET=1\n")
+    (tmp_path / "outside.rb").write_text("outside\n")
+    state = _state()
+    state.context = GroupContext(
+        path="spec/models/product_spec.rb",
+        language="ruby",
+        failures=[],
+        code=[CodeSnippet(path="spec/models/product_spec.rb", start_line=1, end_line=3, text="x")],
+        git_changes="",
+        failure_output="",
+    )
+    d = diagnosis()
+    d.affected_code_blocks = [
+        CodeBlock(file_path="app/models/product.rb", start_line=50, end_line=52, description="x"),
+        CodeBlock(file_path=".env", start_line=1, end_line=1, description="secret"),
+        CodeBlock(file_path="../outside.rb", start_line=1, end_line=1, description="escape"),
+    ]
+    state.diagnoses = [d]
+
+    assert extend_context(project, state) == 1
+    added = state.context.code[-1]
+    assert (added.path, added.start_line, added.end_line) == ("app/models/product.rb", 38, 64)
+    assert added.text.splitlines()[0] == "line 38"
+    assert extend_context(project, state) == 0  # already covered
