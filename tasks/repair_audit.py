@@ -129,7 +129,14 @@ def _same(a: TestCaseResult, b: TestCaseResult) -> bool:
         return True
     if a.file is None or a.file != b.file:
         return False
+    if _file_level(a) or _file_level(b):
+        return True
     return a.name == b.name or (a.line is not None and a.line == b.line)
+
+
+def _file_level(case: TestCaseResult) -> bool:
+    """A failure of a whole test file (it did not load): every example of the file stands in."""
+    return case.line is None and case.file is not None and case.id == case.file
 
 
 def judge_rerun(

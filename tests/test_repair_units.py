@@ -309,3 +309,26 @@ def test_the_diagnosis_brings_the_code_it_blames_into_the_context(tmp_path: Path
     assert (added.path, added.start_line, added.end_line) == ("app/models/product.rb", 38, 64)
     assert added.text.splitlines()[0] == "line 38"
     assert extend_context(project, state) == 0  # already covered
+
+
+def test_a_spec_file_that_did_not_load_is_fixed_when_its_examples_run_and_pass() -> None:
+    load_error = TestCaseResult(
+        id="spec/models/product_spec.rb",
+        name="An error occurred while loading ./spec/models/product_spec.rb.",
+        file="spec/models/product_spec.rb",
+        status="error",
+        error_type="SyntaxError",
+        message="unexpected end-of-input",
+    )
+    group = group_failures([load_error], MAPPING)[0]
+    passing = _run([case("spec/models/product_spec.rb[1:1]", "", status="passed")])
+    assert judge_rerun(group, passing, [])[0] is True
+    failing = _run([case("spec/models/product_spec.rb[1:1]", "expected 1 got 2")])
+    assert judge_rerun(group, failing, [])[:2] == (False, "1 of 1 failing examples still fail")
+    elsewhere = _run(
+        [case("spec/other_spec.rb[1:1]", "", file="spec/other_spec.rb", status="passed")]
+    )
+    assert (
+        "examples no longer run: spec/models/product_spec.rb"
+        in judge_rerun(group, elsewhere, [])[1]
+    )
