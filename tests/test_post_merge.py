@@ -275,6 +275,25 @@ def test_an_unanswered_hand_off_ends_needs_human_with_its_state_archived(
     summary = json.loads((found["dir"] / "summary.json").read_text())
     assert summary["groups"][0]["outcome"] == "needs_human"
     assert_user_tree_untouched(repo, head)
+    event = wait_for_event("autopilot.human.needed", f"{result['run_id']}.{group['id']}")
+    assert event.payload["group"] == group["id"]
+    assert any("RISKY" in r for r in event.payload["reasons"])
+
+
+def wait_for_event(name: str, resource_suffix: str) -> Any:
+    """The event `name` whose resource id ends with `resource_suffix` (events land async)."""
+    from prefect import get_client
+    from prefect.events.filters import EventFilter, EventNameFilter
+
+    deadline = time.monotonic() + 30
+    with get_client(sync_client=True) as client:
+        while time.monotonic() < deadline:
+            page = client.read_events(EventFilter(event=EventNameFilter(name=[name])), limit=50)
+            for event in page.events:
+                if event.resource.id.endswith(resource_suffix):
+                    return event
+            time.sleep(0.5)
+    raise AssertionError(f"no {name} event for {resource_suffix}")
 
 
 def test_cli_json_contract_and_exit_code(
