@@ -83,6 +83,13 @@ def _client(job: FileJob) -> ModelClient:
         return client
 
 
+def _release_client(token: str) -> ModelClient | None:
+    # Kept out of the flow body: Dask pickles the flow function by value, and a lock among its
+    # globals cannot be pickled.
+    with _CLIENTS_LOCK:
+        return _CLIENTS.pop(token, None)
+
+
 @task(
     name="baseline-suite", task_run_name="baseline suite of {project.name}", cache_policy=NO_CACHE
 )
@@ -241,8 +248,7 @@ def nightly(
                 ]
                 outcomes = _run_targets(jobs, targets, artifact_key("nightly-progress", path.name))
     finally:
-        with _CLIENTS_LOCK:
-            client = _CLIENTS.pop(token, None)
+        client = _release_client(token)
     report = NightlyReport(run_id=run_id, repo=str(path), base_commit=commit, files=outcomes)
     if client is not None:
         report.model_calls, report.tokens = client.calls, client.tokens

@@ -155,3 +155,32 @@ def test_bad_input_is_one_line_and_exit_2(
 def test_not_a_directory_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(tmp_path / "missing") == 2
     assert "not a directory" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_dask_local_runner_generates_like_the_thread_runner(
+    repo: Path,
+    prefect_harness: None,
+    mistral_server: MistralServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("AUTOPILOT_GATES__FLAKY_RUNS", "1")
+    monkeypatch.setenv("AUTOPILOT_MODEL__JUDGE_SAMPLES", "1")
+    mistral_server.add(Rule(schema_name="judge_verdict", replies=[judge_reply(0.8)]))
+    mistral_server.add(Rule(replies=[files_reply(GOOD)]))
+
+    code = run(
+        repo,
+        only=["src/inventory/reports.py"],
+        dask="local",
+        json_out=True,
+        archive=str(tmp_path / "arch"),
+    )
+
+    doc = _json(capsys)
+    assert code == 0
+    assert doc["model_calls"] == 2
+    assert [f["verdict"] for f in doc["files"]] == ["accepted"]  # type: ignore[union-attr]
+    assert git(repo, "show", f"{doc['branch']}:tests/test_reports.py") == GOOD
