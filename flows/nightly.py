@@ -178,6 +178,7 @@ def nightly(
     min_judge: float | None = None,
     archive: str | None = None,
     push: bool = False,
+    max_model_calls: int | None = None,
 ) -> NightlyReport:
     """Write or improve the tests of `repo` at `ref`; accepted files land on a new branch.
 
@@ -191,6 +192,8 @@ def nightly(
         min_judge: judge gate threshold (default from settings).
         archive: archive URI (default ``Settings.archive_uri``).
         push: push the new branch to ``origin``.
+        max_model_calls: the run's model-call budget; files not started when it is spent are
+            skipped, a file that would pass it ends as an error, the run ends cleanly.
     """
     from prefect.runtime import flow_run
 
@@ -243,6 +246,7 @@ def nightly(
                         store_dir=default_store_dir(settings),
                         baseline_failing=failing,
                         client_token=token,
+                        max_model_calls=max_model_calls,
                     )
                     for t in targets
                 ]

@@ -73,17 +73,30 @@ def _feedback(
     return text.strip() or "\n".join(decision.reasons)
 
 
+class BudgetExhaustedError(AutopilotError):
+    """The run's model-call budget is spent: the file stops cleanly where it is."""
+
+
 class _Run:
     """State of one target's loop (kept small: the loop itself reads top to bottom)."""
 
-    def __init__(self, target: Target, client: ModelClient) -> None:
+    def __init__(self, target: Target, client: ModelClient, max_calls: int | None) -> None:
         self.target = target
         self.client = client
+        self.max_calls = max_calls
         self.records: list[CallRecord] = []
         self.exchanges: list[Exchange] = []
         self.files: dict[str, str] = {}
 
+    def check_budget(self, needed: int = 1) -> None:
+        """Raise BudgetExhaustedError when `needed` more calls would pass the run's budget."""
+        if self.max_calls is not None and self.client.calls + needed > self.max_calls:
+            raise BudgetExhaustedError(
+                f"{self.target.source}: model call budget of {self.max_calls} calls exhausted"
+            )
+
     def ask(self, name: str, chosen: Skill, parse_project: Path, /, **variables: Any) -> None:
+        self.check_budget()
         rendered = render(name, path=self.target.source, **variables)
         messages = rendered.messages()
         exchange = Exchange(
@@ -124,6 +137,7 @@ def generate_for_file(
     context: PromptContext | None = None,
     skills: list[Skill] | None = None,
     baseline_failing: frozenset[str] = frozenset(),
+    max_model_calls: int | None = None,
 ) -> FileOutcome:
     """Write or improve the tests of one source file until they pass every gate, or give up.
 
@@ -139,6 +153,8 @@ def generate_for_file(
         skills: the skills to choose from (default: skills/).
         baseline_failing: example ids failing before the run, so a whole-suite check after a
             shared-factory change blames only new failures.
+        max_model_calls: the run's budget, counted on `client` (shared by every file); when a
+            call would pass it, the file ends as an error saying so.
 
     Returns:
         The outcome; model, sandbox and tool failures become ``verdict="error"`` with a reason,
@@ -151,7 +167,7 @@ def generate_for_file(
         verdict="error",
         coverage_before=target.coverage_before,
     )
-    run = _Run(target, client)
+    run = _Run(target, client, max_model_calls)
     try:
         _generate(
             project,
@@ -280,6 +296,7 @@ def _generate(
         _finish(outcome, decision)
         return
     spec_text = run.files[outcome.spec]
+    run.check_budget(settings.model.judge_samples)
     verdict = judge_with_model(
         run.client,
         proof=validation,

@@ -20,6 +20,7 @@ from tasks.context import build_context
 from tasks.errors import AutopilotError
 from tasks.generation import DEFAULT_MAX_ITERATIONS, generate_for_file
 from tasks.generation_cache import OutcomeStore, outcome_key
+from tasks.generation_report import NO_MODEL
 from tasks.generation_types import FileOutcome
 from tasks.model import ModelClient
 from tasks.sandbox import make_runner
@@ -30,14 +31,14 @@ from tasks.types import ToolchainName
 
 log = logging.getLogger(__name__)
 
+__all__ = ["NO_MODEL", "FileJob", "copy_project", "failed", "run_file_job", "skipped"]
+
 #: Left out of a target's copy anywhere in the tree (machine state, not project content).
 _SKIP_ANYWHERE = frozenset(
     {".git", ".autopilot-tmp", "__pycache__", ".pytest_cache", ".ruff_cache", "node_modules"}
 )
 #: Left out at the project's top level only (Rails' tmp/ and log/, coverage output).
 _SKIP_TOP = frozenset({"tmp", "log", "coverage", ".coverage", "coverage.json"})
-
-NO_MODEL = "no model configured"
 
 
 class FileJob(BaseModel):
@@ -53,6 +54,7 @@ class FileJob(BaseModel):
     store_dir: Path
     baseline_failing: frozenset[str] = frozenset()
     client_token: str = Field("", description="Names the run's shared model client")
+    max_model_calls: int | None = Field(None, description="The run's model-call budget")
 
 
 def copy_project(project: Path, parent: Path) -> Path:
@@ -120,6 +122,8 @@ def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOut
         client = client_for()
     except AutopilotError as exc:
         return failed(target, f"{target.source}: {exc}")
+    if job.max_model_calls is not None and client.calls >= job.max_model_calls:
+        return skipped(target, f"model call budget of {job.max_model_calls} calls exhausted")
     with tempfile.TemporaryDirectory(prefix="autopilot-gen-") as tmp:
         try:
             copy = copy_project(job.project, Path(tmp))
@@ -137,6 +141,7 @@ def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOut
             context=context,
             skills=None,
             baseline_failing=job.baseline_failing,
+            max_model_calls=job.max_model_calls,
         )
     store.put(key, outcome)
     return outcome

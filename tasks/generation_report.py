@@ -15,6 +15,9 @@ from tasks.generation_types import FileOutcome
 
 log = logging.getLogger(__name__)
 
+#: Why targets are skipped when no model is configured (exit 0, issue 5).
+NO_MODEL = "no model configured"
+
 
 class NightlyReport(BaseModel):
     """What one nightly run did (``autopilot nightly --json`` is :meth:`public`)."""
@@ -47,8 +50,13 @@ class NightlyReport(BaseModel):
         return doc
 
     def exit_code(self) -> int:
-        """0 when every target was accepted or skipped, 1 when any was rejected or errored."""
-        bad = any(f.verdict in ("rejected", "error") for f in self.files)
+        """0 when every target was accepted or skipped for want of a model; 1 when any was
+        rejected or errored, skipped for another reason (a spent budget), or the push failed."""
+        bad = any(
+            f.verdict in ("rejected", "error")
+            or (f.verdict == "skipped" and f.reasons != [NO_MODEL])
+            for f in self.files
+        )
         return 1 if bad or self.push_error else 0
 
 

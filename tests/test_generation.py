@@ -94,7 +94,13 @@ def _settings(**gates: object) -> Settings:
     return load_settings(None, overrides)
 
 
-def _run(project: Path, server: MistralServer, settings: Settings, iterations: int = 4):  # type: ignore[no-untyped-def]
+def _run(  # type: ignore[no-untyped-def]
+    project: Path,
+    server: MistralServer,
+    settings: Settings,
+    iterations: int = 4,
+    max_model_calls: int | None = None,
+):
     client = ModelClient.from_settings(settings, backoff=Backoff(initial_ms=10, max_ms=50))
     runner = make_runner(SandboxSettings(backend="bwrap", timeout_s=120), root=project)
     try:
@@ -106,6 +112,7 @@ def _run(project: Path, server: MistralServer, settings: Settings, iterations: i
             client=client,
             settings=settings,
             max_iterations=iterations,
+            max_model_calls=max_model_calls,
         )
     finally:
         client.close()
@@ -235,3 +242,16 @@ def test_changed_shared_conftest_is_rejected_when_other_tests_break(
     assert any("test_units.py" in r and "shared fixture broken" in r for r in outcome.reasons)
     assert outcome.validation is not None and outcome.validation.passed  # its own tests passed
     assert all(r.schema_name is None for r in mistral_server.requests)  # never judged
+
+
+def test_model_call_budget_stops_the_file_cleanly(
+    project: Path, mistral_server: MistralServer
+) -> None:
+    mistral_server.add(Rule(replies=[files_reply(NOT_LOADING)]))
+
+    outcome = _run(project, mistral_server, _settings(), max_model_calls=1)
+
+    assert outcome.verdict == "error"
+    assert outcome.reasons == [f"{SOURCE}: model call budget of 1 calls exhausted"]
+    assert len(mistral_server.requests) == 1 and outcome.model_calls == 1
+    assert outcome.iterations == 2  # the fix round was due, and not asked

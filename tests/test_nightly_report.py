@@ -13,6 +13,7 @@ from tasks.config import load_settings
 from tasks.context import FileText, PromptContext
 from tasks.generation_cache import OutcomeStore, outcome_key
 from tasks.generation_report import (
+    NO_MODEL,
     NightlyReport,
     archive_outcome,
     markdown_summary,
@@ -64,15 +65,19 @@ def test_merge_commits_accepted_files_only_and_refuses_conflicting_factories() -
         ([], 0),
         (["accepted", "rejected"], 1),
         (["error"], 1),
+        (["budget"], 1),
     ],
 )
 def test_exit_code(verdicts: list[str], code: int) -> None:
-    report = NightlyReport(
-        run_id="r",
-        repo="/x",
-        base_commit="c" * 40,
-        files=[_outcome(f"app/models/m{i}.rb", v) for i, v in enumerate(verdicts)],
-    )
+    files = []
+    for i, v in enumerate(verdicts):
+        out = _outcome(f"app/models/m{i}.rb", "skipped" if v == "budget" else v)
+        if v == "skipped":
+            out.reasons = [NO_MODEL]
+        if v == "budget":
+            out.reasons = ["model call budget of 3 calls exhausted"]
+        files.append(out)
+    report = NightlyReport(run_id="r", repo="/x", base_commit="c" * 40, files=files)
     assert report.exit_code() == code
 
 

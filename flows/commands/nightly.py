@@ -51,6 +51,7 @@ def check_inputs(
     min_coverage: float | None,
     min_judge: float | None,
     archive: str | None,
+    max_model_calls: int | None = None,
 ) -> None:
     """Raise BadInputError/ConfigError for what would make the flow fail at once."""
     from flows.nightly import settings_for
@@ -63,6 +64,8 @@ def check_inputs(
         raise BadInputError(f"{repo}: not a directory")
     if max_files is not None and max_files < 0:
         raise BadInputError(f"--max-files: {max_files} is negative")
+    if max_model_calls is not None and max_model_calls < 0:
+        raise BadInputError(f"--max-model-calls: {max_model_calls} is negative")
     if max_iterations < 1:
         raise BadInputError(f"--max-iterations: {max_iterations} is less than 1")
     check_globs(only)
@@ -109,6 +112,7 @@ def run(
     push: bool = False,
     json_out: bool = False,
     verbose: bool = False,
+    max_model_calls: int | None = None,
 ) -> int:
     """Run the nightly on `repo` and print its report (one JSON document, or a table).
 
@@ -125,6 +129,7 @@ def run(
         push: push the new branch to origin.
         json_out: print issue 5's JSON document on stdout.
         verbose: log progress.
+        max_model_calls: the run's model-call budget (``--max-model-calls``); None: no limit.
 
     Returns:
         0 all accepted (or skipped for no model); 1 any rejected or errored, or the flow failed;
@@ -154,6 +159,7 @@ def run(
                 min_judge=min_judge,
                 archive=archive,
                 push=push,
+                max_model_calls=max_model_calls,
             )
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)
