@@ -1,0 +1,212 @@
+"""Benchmark: the nightly flow on a generated Python package against a slow scripted model.
+
+A package of N generated modules (default 300), none tested; a scripted Mistral server on
+127.0.0.1 answering every call after a fixed latency (default 100 ms) with a correct test file or
+a judge verdict; model concurrency 16. Every file really goes through ruff, pytest with coverage
+in the sandbox, the flakiness re-runs and the judge. Figures:
+
+- first run: wall time against the ideal ``calls x latency / concurrency`` (target <= 1.5x);
+- re-run on the unchanged repository: wall time against the first run (target <= 0.1x), with
+  the number of model calls it made (must be 0).
+
+The ideal counts only model latency: on a small machine the real test runs (a pytest process
+per run) dominate, and the ratio says by how much. Prints details, then one JSON line
+``{"bench": "nightly", "figures": [...]}`` for bench/run_all.py.
+
+Usage: ``.venv/bin/python bench/nightly_bench.py [--files N] [--latency S] [--concurrency C]
+[--flaky-runs R] [--judge-samples J] [--sandbox bwrap|none]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.fakes.mistral_server import MistralServer, RecordedRequest, Rule  # noqa: E402
+
+PYPROJECT = """\
+[project]
+name = "benchpkg"
+version = "0.1.0"
+requires-python = ">=3.11"
+
+[tool.pytest.ini_options]
+pythonpath = ["src"]
+testpaths = ["tests"]
+
+[tool.coverage.run]
+source = ["benchpkg"]
+
+[tool.ruff]
+line-length = 100
+"""
+MODULE = '''\
+"""Generated module {n}."""
+
+
+def scale_{n}(x: int) -> int:
+    """x times {n}, plus one; negative input is refused."""
+    if x < 0:
+        raise ValueError(f"negative: {{x}}")
+    return x * {n} + 1
+'''
+TEST = """\
+import pytest
+
+from benchpkg.mod_{n:03d} import scale_{n}
+
+
+def test_scale_{n}_of_two():
+    assert scale_{n}(2) == {expected}
+
+
+def test_scale_{n}_refuses_negative():
+    with pytest.raises(ValueError, match="negative: -1"):
+        scale_{n}(-1)
+"""
+_TASK = re.compile(r"# Task: test `src/benchpkg/mod_(\d+)\.py`")
+JUDGE = json.dumps({"score": 0.8, "reasons": ["exact values"], "missing": []})
+
+
+def make_package(root: Path, files: int) -> Path:
+    """A git repository holding `files` untested modules."""
+    pkg = root / "src" / "benchpkg"
+    pkg.mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "tests" / "conftest.py").write_text('"""Shared fixtures (none yet)."""\n')
+    (root / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
+    (pkg / "__init__.py").write_text('"""Generated package."""\n', encoding="utf-8")
+    for n in range(1, files + 1):
+        (pkg / f"mod_{n:03d}.py").write_text(MODULE.format(n=n), encoding="utf-8")
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "bench",
+        "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+        "GIT_COMMITTER_NAME": "bench",
+        "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+    }
+    for argv in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "bench"]):
+        subprocess.run(["git", *argv], cwd=root, env=env, check=True, capture_output=True)
+    return root
+
+
+def generator_reply(req: RecordedRequest) -> str:
+    match = _TASK.search(req.text)
+    if match is None:
+        return "no file"
+    n = int(match.group(1))
+    test = TEST.format(n=n, expected=2 * n + 1)
+    return f"tests/test_mod_{n:03d}.py\n```python\n{test}```\n"
+
+
+def run_flow(repo: Path, concurrency: int) -> tuple[float, Any]:
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    from flows.nightly import nightly
+
+    flow = nightly.with_options(task_runner=ThreadPoolTaskRunner(max_workers=concurrency))
+    start = time.perf_counter()
+    report = flow(repo=str(repo), archive=str(repo.parent / "archive"))
+    return time.perf_counter() - start, report
+
+
+def warm_up() -> None:
+    from prefect import flow
+
+    @flow(name="nightly-bench-warm-up")
+    def _warm() -> int:
+        return 1
+
+    _warm()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=300)
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--flaky-runs", type=int, default=3)
+    parser.add_argument("--judge-samples", type=int, default=3)
+    parser.add_argument("--sandbox", choices=("bwrap", "none"), default="bwrap")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="nightly-bench-") as tmp:
+        repo = make_package(Path(tmp) / "repo", args.files)
+        server = MistralServer(latency_s=args.latency).start()
+        server.add(Rule(schema_name="judge_verdict", replies=[JUDGE]))
+        server.add(Rule(replies=[generator_reply]))
+        for name in list(os.environ):
+            if name.startswith(("AUTOPILOT_", "MISTRAL_")):
+                del os.environ[name]
+        os.environ.update(
+            {
+                "AUTOPILOT_HOME": str(Path(tmp) / "home"),
+                "AUTOPILOT_MODEL_URL": server.url,
+                "MISTRAL_API_KEY": "bench-key-not-real",
+                "AUTOPILOT_MODEL__MAX_CONCURRENCY": str(args.concurrency),
+                "AUTOPILOT_MODEL__JUDGE_SAMPLES": str(args.judge_samples),
+                "AUTOPILOT_GATES__FLAKY_RUNS": str(args.flaky_runs),
+                "AUTOPILOT_SANDBOX__BACKEND": args.sandbox,
+                "PREFECT_HOME": str(Path(tmp) / "prefect"),
+                "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            }
+        )
+        from flows.runtime import flow_runtime
+
+        try:
+            with flow_runtime(False):
+                warm_up()  # the ephemeral Prefect server starts here, outside the timings
+                first_s, first = run_flow(repo, args.concurrency)
+                calls = len(server.requests)
+                rerun_s, second = run_flow(repo, args.concurrency)
+                rerun_calls = len(server.requests) - calls
+        finally:
+            server.stop()
+
+    accepted = sum(1 for f in first.files if f.verdict == "accepted")
+    ideal = calls * args.latency / args.concurrency
+    print(f"files: {args.files}, accepted on the first run: {accepted}")
+    print(f"first run: {first_s:.1f} s wall, {calls} model calls, ideal {ideal:.1f} s")
+    print(f"re-run: {rerun_s:.1f} s wall, {rerun_calls} model calls")
+    print(f"verdicts of the re-run: {sorted({f.verdict for f in second.files})}")
+    figures = [
+        {
+            "name": "first run wall / ideal (calls x latency / concurrency)",
+            "value": round(first_s, 2),
+            "baseline": round(ideal, 2),
+            "ratio": round(first_s / ideal, 2) if ideal else None,
+            "target": 1.5,
+        },
+        {
+            "name": "re-run wall / first run wall",
+            "value": round(rerun_s, 2),
+            "baseline": round(first_s, 2),
+            "ratio": round(rerun_s / first_s, 3),
+            "target": 0.1,
+        },
+        {
+            "name": "re-run model calls",
+            "value": rerun_calls,
+            "baseline": 0,
+            "ratio": None,
+            "target": 0,
+            "target_on": "value",
+        },
+    ]
+    print(json.dumps({"bench": "nightly", "figures": figures}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
