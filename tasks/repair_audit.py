@@ -28,7 +28,7 @@ from tasks.git import worktree
 from tasks.prompts import format_failure_output
 from tasks.repair import AuditResult, FailureGroup
 from tasks.repair_risk import parse_patch, risk_reasons
-from tasks.repair_roles import error_type_of, is_test_path
+from tasks.repair_scout import error_type_of, is_test_path
 from tasks.replies import Diagnosis
 from tasks.sandbox import make_runner
 from tasks.sandbox_cache import cache_key

@@ -59,6 +59,10 @@ def apply_in_order(
     out: list[dict[str, bytes | None] | str | None] = []
     with worktree(repo_root, base_commit) as wt:
         for patch in patches:
+            problems = parse_patch(patch).problems
+            if problems:  # never reached through the audit; a last line of defence
+                out.append("refused: " + "; ".join(problems))
+                continue
             error = git_apply(wt, sub, patch, check=True) or git_apply(wt, sub, patch, check=False)
             if error is not None and git_apply(wt, sub, patch, check=True, reverse=True) is None:
                 out.append(None)

@@ -84,6 +84,7 @@ def _force_running() -> None:
 
 
 def _check_edit(env: RepairEnv, patch: str) -> str | None:
+    """Why a patch from a person (or approved by one) cannot be applied, or None."""
     problems = parse_patch(patch).problems
     if problems:
         return "; ".join(problems)
@@ -139,10 +140,12 @@ def hand_off(state: GroupState, env: RepairEnv, run_id: str, timeout_s: float, p
         state.outcome = "risky" if risky else "failed"
         state.reasons.append(f"rejected by a person: {decision.note}".rstrip(": "))
     elif decision.action == "approve":
-        if last is None:
+        error = _check_edit(env, last.patch) if last is not None else "there is no patch"
+        if error:
+            # Approval never overrides the safety checks (paths outside the repo, .git, ...).
             state.outcome = "failed"
-            state.reasons.append("approved, but there is no patch to apply")
-        else:
+            state.reasons.append(f"approved, but the patch cannot be applied: {error}")
+        elif last is not None:
             state.final_patch = last.patch
             state.reasons.append(f"approved by a person: {decision.note}".rstrip(": "))
     else:

@@ -17,6 +17,7 @@ from tasks.config import Settings
 from tasks.model import ModelClient
 from tasks.repair import Attempt, GroupState, route_after_audit, route_after_diagnosis
 from tasks.repair_audit import audit_patch
+from tasks.repair_cache import ReplyCache
 from tasks.repair_roles import build_context, diagnose, extend_context, surgeon
 from tasks.types import TestCaseResult
 
@@ -40,6 +41,11 @@ class RepairEnv:
     all_failures: list[TestCaseResult] = field(default_factory=list)
 
     @property
+    def reply_cache(self) -> ReplyCache:
+        """Replies of earlier identical questions (see tasks/repair_cache.py)."""
+        return ReplyCache.under(self.settings.home)
+
+    @property
     def language(self) -> str:
         return "ruby" if self.toolchain == "ruby-rspec" else "python"
 
@@ -51,13 +57,13 @@ def now() -> dt.datetime:
 
 def _step(state: GroupState, env: RepairEnv, save: SaveFn) -> None:
     if state.step == "diagnose":
-        state.diagnoses.append(diagnose(env.client, state))
+        state.diagnoses.append(diagnose(env.client, state, env.reply_cache))
         state.feedback = ""
         extend_context(env.project, state)
         state.step = route_after_diagnosis(state, env.settings.repair)
         save(state, "diagnose")
     elif state.step == "surgeon":
-        patch = surgeon(env.client, state)
+        patch = surgeon(env.client, state, env.reply_cache)
         number = len(state.attempts) + 1
         state.attempts.append(
             Attempt(number=number, diagnosis_index=len(state.diagnoses) - 1, patch=patch)

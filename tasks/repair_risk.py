@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from tasks.config import RepairSettings
 from tasks.repair import FailureGroup
-from tasks.repair_roles import is_test_path
+from tasks.repair_scout import is_test_path
 from tasks.replies import Diagnosis
 
 _MANIFESTS = {

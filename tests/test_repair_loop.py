@@ -16,7 +16,7 @@ from tasks.model import ModelClient
 from tasks.repair import GroupState
 from tasks.repair_audit import audit_patch
 from tasks.repair_loop import RepairEnv, run_group
-from tasks.repair_roles import group_failures
+from tasks.repair_scout import group_failures
 from tasks.reports import parse_reports
 from tests.fakes.mistral_server import MistralServer, RecordedRequest, Rule
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
@@ -123,9 +123,10 @@ def test_a_patch_that_changes_nothing_sends_the_group_back_to_the_diagnostician(
     assert "previous diagnosis was rejected" in diagnoses[1].text
     assert "alternative hypothesis was: The test expectation is outdated" in diagnoses[1].text
     assert "largest threshold first" in diagnoses[1].text  # the patch that did nothing
-    # After a new diagnosis the surgeon starts from the original code, not the old patch.
+    # The surgeon under the new diagnosis still learns which patch did not work.
     surgeons: list[RecordedRequest] = [r for r in mistral_server.requests if is_surgeon(r)]
-    assert "largest threshold first" not in surgeons[1].text
+    assert "largest threshold first" in surgeons[1].text
+    assert "diagnosis looks wrong" in surgeons[1].text
 
 
 def test_an_identical_diff_reuses_its_earlier_validation(
@@ -165,3 +166,24 @@ def test_a_failing_model_hands_the_group_to_a_person(
     assert state.step == "human"
     assert state.handoff_reasons[0].startswith("a tool failed: ModelError:")
     assert seen == ["context", "tool-failed"]
+
+
+def test_a_rerun_on_the_same_failures_asks_no_model_and_runs_no_tests(
+    env: tuple[RepairEnv, GroupState], mistral_server: MistralServer
+) -> None:
+    repair_env, state = env
+    mistral_server.add(Rule(schema_name="diagnosis", replies=[diagnosis_json()]))
+    mistral_server.add(Rule(when=is_surgeon, replies=[patch_to(5)]))
+    fresh = state.model_copy(deep=True)
+    _, save = _steps()
+
+    first = run_group(state, repair_env, save)  # type: ignore[arg-type]
+    asked = len(mistral_server.requests)
+    second = run_group(fresh, repair_env, save)  # type: ignore[arg-type]
+
+    assert asked == 2  # one diagnosis, one patch
+    assert len(mistral_server.requests) == asked  # the re-run was answered from the caches
+    assert first.step == second.step == "done"
+    assert first.final_patch == second.final_patch
+    assert second.attempts[0].audit is not None and second.attempts[0].audit.cached
+    assert second.tokens == 0

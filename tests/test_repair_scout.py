@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tasks.config import load_settings
 from tasks.model import ModelClient
-from tasks.repair_roles import group_failures, scout_log
+from tasks.repair_scout import group_failures, scout_log
 from tests.fakes.mistral_server import MistralServer, Rule
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
 

@@ -21,7 +21,7 @@ from tasks.repair import (
 from tasks.repair_audit import judge_rerun
 from tasks.repair_branch import GroupCommit, commit_chain
 from tasks.repair_risk import parse_patch, risk_reasons
-from tasks.repair_roles import error_type_of, group_failures, message_shape
+from tasks.repair_scout import error_type_of, group_failures, message_shape
 from tasks.replies import Alternative, Diagnosis
 from tasks.types import Location, MappedFile, Mapping, SourceKind, TestCaseResult, ValidationResult
 
@@ -332,3 +332,28 @@ def test_a_spec_file_that_did_not_load_is_fixed_when_its_examples_run_and_pass()
         "examples no longer run: spec/models/product_spec.rb"
         in judge_rerun(group, elsewhere, [])[1]
     )
+
+
+def test_apply_in_order_reports_conflicts_repeats_and_refuses_unsafe_patches(
+    tmp_path: Path,
+) -> None:
+    from tasks.repair_branch import apply_in_order
+
+    repo = tmp_path / "r"
+    (repo / "app").mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "app/a.rb").write_text("one\ntwo\nthree\n")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "base")
+    base = _git(repo, "rev-parse", "HEAD").strip()
+    fix = "--- a/app/a.rb\n+++ b/app/a.rb\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n"
+    clash = "--- a/app/a.rb\n+++ b/app/a.rb\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n"
+    evil = "--- /dev/null\n+++ b/../evil.rb\n@@ -0,0 +1 @@\n+x\n"
+
+    out = apply_in_order(repo, "", base, [fix, fix, clash, evil])
+
+    assert out[0] == {"app/a.rb": b"one\nTWO\nthree\n"}
+    assert out[1] is None  # the same fix again: already made
+    assert isinstance(out[2], str) and out[2].startswith("does not apply on top")
+    assert out[3] == "refused: '../evil.rb': '..' leaves the repository"
+    assert not (tmp_path / "evil.rb").exists()

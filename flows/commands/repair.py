@@ -17,7 +17,7 @@ from tasks.config import load_settings
 from tasks.discovery import detect_toolchain
 from tasks.errors import AutopilotError, BadInputError, ReportError
 from tasks.git import resolve_commit, subdir_in_repo
-from tasks.repair_roles import NOT_A_REPORT
+from tasks.repair_scout import NOT_A_REPORT
 from tasks.reports import iter_records
 
 

@@ -1,0 +1,177 @@
+"""The scout: failures from reports or raw logs, grouped by signature so one cause is repaired
+once.
+
+Plain parsing is :mod:`tasks.reports`; a log no parser understands goes to the scout model
+(:func:`scout_log`). :func:`group_failures` builds the groups: error type, message shape,
+innermost project frame, and the source file the failing spec is mapped to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from pathlib import Path
+
+from tasks.model import ModelClient
+from tasks.prompts import render
+from tasks.repair import FailureGroup
+from tasks.replies import ScoutReport, schema_text
+from tasks.secrets import redact
+from tasks.stacktrace import locations_from_trace
+from tasks.types import Mapping, TestCaseResult
+
+log = logging.getLogger(__name__)
+
+#: The end of a raw log is sent to the scout: runners print their failure summary last.
+MAX_LOG_CHARS = 40_000
+#: What the report parser says about a file that is no report (a raw log, for the scout).
+NOT_A_REPORT = "not a JUnit XML or RSpec JSON report"
+
+_TEST_DIRS = ("spec/", "tests/", "test/")
+_TRAILING_TYPE = re.compile(r":\s*([A-Z][\w.:]*(?:Error|Exception|Failure|Mismatch|NotMet)\w*)\s*$")
+
+
+def is_test_path(path: str) -> bool:
+    """True for files of the test tree (specs, tests, factories, conftest)."""
+    name = path.rsplit("/", 1)[-1]
+    return (
+        path.startswith(_TEST_DIRS)
+        or "/spec/" in path
+        or "/tests/" in path
+        or name.endswith("_spec.rb")
+        or name.startswith("test_")
+        or name.endswith("_test.py")
+        or name == "conftest.py"
+    )
+
+
+def error_type_of(case: TestCaseResult) -> str:
+    """The error class; pytest's JUnit output leaves it out, its trace ends with it."""
+    if case.error_type:
+        return case.error_type
+    last = (case.trace or "").strip().rsplit("\n", 1)[-1]
+    m = _TRAILING_TYPE.search(last)
+    return m.group(1) if m else "(unknown)"
+
+
+def message_shape(message: str | None) -> str:
+    """A message with its varying parts (numbers, quoted text, ids, addresses) blanked out."""
+    text = (message or "").strip().split("\n", 1)[0]
+    text = re.sub(r"0x[0-9a-fA-F]+", "<hex>", text)
+    text = re.sub(r"\"[^\"]*\"|'[^']*'", "<str>", text)
+    text = re.sub(r"#<[^>]*>", "<obj>", text)
+    text = re.sub(r"\d+(?:\.\d+)?", "<n>", text)
+    return re.sub(r"\s+", " ", text)[:160]
+
+
+def innermost_project_frame(case: TestCaseResult) -> str:
+    """The innermost repository frame outside the test tree, as path:line, or ''."""
+    for loc in reversed(case.locations):
+        if not loc.path.startswith("/") and not is_test_path(loc.path):
+            return f"{loc.path}:{loc.line}"
+    return ""
+
+
+def _safe_relpath(path: str | None) -> str | None:
+    """A model-given test path only when it is a plain relative path (no '..', not absolute)."""
+    if not path:
+        return None
+    path = path.removeprefix("./")
+    parts = path.split("/")
+    if path.startswith("/") or "\\" in path or any(p in ("", ".", "..", ".git") for p in parts):
+        return None
+    return path
+
+
+def scout_log(client: ModelClient, log_path: Path, repo: Path) -> list[TestCaseResult]:
+    """Failures from a raw test log that no parser understands, read by the scout model.
+
+    The reply is untrusted: test paths that are not plain relative paths are dropped, and
+    locations come from parsing the copied stack traces, not from the model.
+
+    Raises:
+        ModelError: the call failed, or the reply stayed malformed after re-asks.
+        OSError: the log cannot be read.
+    """
+    data = log_path.read_bytes()
+    text = redact(data[-MAX_LOG_CHARS:].decode("utf-8", errors="replace"))
+    about = str(log_path)
+    prompt = render("scout", path=about, log=text, reply_schema=schema_text(ScoutReport))
+    report, _ = client.structured(
+        "scout",
+        prompt.messages(),
+        ScoutReport,
+        schema_name="scout_failures",
+        prompt=prompt.meta,
+        about=about,
+    )
+    cases: list[TestCaseResult] = []
+    for f in report.failures:
+        locations = [
+            loc for loc in locations_from_trace(f.trace, repo) if not loc.path.startswith("/")
+        ]
+        cases.append(
+            TestCaseResult(
+                id=f.test_id,
+                name=f.name,
+                classname=f.classname,
+                file=_safe_relpath(f.file),
+                line=f.line,
+                status=f.status,
+                message=f.message,
+                error_type=f.error_type,
+                trace=f.trace or None,
+                locations=locations,
+            )
+        )
+    return cases
+
+
+def _sources_of(mapping: Mapping | None) -> dict[str, str]:
+    owners: dict[str, str] = {}
+    for f in mapping.files if mapping else []:
+        for spec in f.specs:
+            owners.setdefault(spec, f.source)
+    return owners
+
+
+def group_failures(
+    cases: list[TestCaseResult], mapping: Mapping | None = None
+) -> list[FailureGroup]:
+    """Group failing and erroring cases by signature, so one cause is repaired once.
+
+    The signature: error type, message shape, innermost project frame, and the source file the
+    failing spec is mapped to. Passing and skipped cases are ignored.
+
+    Args:
+        cases: Cases from the reports (any status).
+        mapping: The repository's source -> spec mapping, for the source part.
+
+    Returns:
+        Groups in the order their first failure appears.
+    """
+    owners = _sources_of(mapping)
+    groups: dict[str, FailureGroup] = {}
+    for case in cases:
+        if case.status not in ("failed", "error"):
+            continue
+        etype = error_type_of(case)
+        shape = message_shape(case.message)
+        frame = innermost_project_frame(case)
+        source = owners.get(case.file or "")
+        signature = f"{etype} | {shape} | {frame or '-'} | {source or '-'}"
+        if signature in groups:
+            groups[signature].tests.append(case)
+            continue
+        gid = "g-" + hashlib.sha256(signature.encode()).hexdigest()[:10]
+        groups[signature] = FailureGroup(
+            id=gid,
+            signature=signature,
+            error_type=etype,
+            message_shape=shape,
+            frame=frame,
+            source=source,
+            tests=[case],
+        )
+    return list(groups.values())
