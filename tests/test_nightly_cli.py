@@ -184,3 +184,56 @@ def test_dask_local_runner_generates_like_the_thread_runner(
     assert doc["model_calls"] == 2
     assert [f["verdict"] for f in doc["files"]] == ["accepted"]  # type: ignore[union-attr]
     assert git(repo, "show", f"{doc['branch']}:tests/test_reports.py") == GOOD
+
+
+@pytest.mark.slow
+def test_rejections_exit_1_name_their_gate_emit_events_and_create_no_branch(
+    repo: Path,
+    prefect_harness: None,
+    mistral_server: MistralServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    import prefect.events
+
+    from tests.test_generation import VAGUE
+
+    emitted: list[dict[str, object]] = []
+    real_emit = prefect.events.emit_event
+
+    def recording_emit(**kwargs: object) -> object:
+        if kwargs.get("event") == "autopilot.gate.failed":
+            emitted.append(kwargs)
+        return real_emit(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(prefect.events, "emit_event", recording_emit)
+    monkeypatch.setenv("AUTOPILOT_GATES__FLAKY_RUNS", "1")
+    monkeypatch.setenv("AUTOPILOT_GATES__MIN_COVERAGE_GAIN", "1.0")
+    partial_errors = ERRORS_TEST.split("def test_insufficient_stock")[0].rstrip() + "\n"
+    mistral_server.add(Rule(about="src/inventory/reports.py", replies=[files_reply(VAGUE)]))
+    mistral_server.add(
+        Rule(
+            about="src/inventory/errors.py",
+            replies=[files_reply(partial_errors, "tests/test_errors.py")],
+        )
+    )
+    only = ["src/inventory/reports.py", "src/inventory/errors.py"]
+
+    code = run(repo, only=only, max_iterations=1, json_out=True, archive=str(tmp_path / "a"))
+
+    doc = _json(capsys)
+    assert code == 1
+    assert doc["branch"] is None
+    by = {f["source"]: f for f in doc["files"]}  # type: ignore[union-attr]
+    assert by["src/inventory/reports.py"]["gate"] == "static"
+    errors = by["src/inventory/errors.py"]
+    assert errors["verdict"] == "rejected" and errors["gate"] == "coverage"
+    assert any(r.startswith("uncovered lines: ") for r in errors["reasons"])
+    assert all(r.schema_name is None for r in mistral_server.requests)  # never judged
+    assert sorted((e["payload"]["source"], e["payload"]["gate"]) for e in emitted) == [  # type: ignore[index]
+        ("src/inventory/errors.py", "coverage"),
+        ("src/inventory/reports.py", "static"),
+    ]
+    assert all(e["resource"]["prefect.resource.id"].startswith("autopilot.file.") for e in emitted)  # type: ignore[index]
+    assert git(repo, "branch", "--list").split() == ["*", "main"]
