@@ -191,8 +191,12 @@ def post_merge(
                 groups=[GroupState(group=g) for g in group_failures(failing, mapping)],
             )
             saver.run(state, "scout")
-            if state.groups:
-                client = client or ModelClient.from_settings(settings)  # ConfigError: no model
+            if state.groups and client is None:
+                for g in state.groups:
+                    g.handoff_reasons.append(
+                        "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
+                    )
+            elif state.groups and client is not None:
                 env = RepairEnv(
                     client=client,
                     settings=settings,
@@ -206,6 +210,8 @@ def post_merge(
                 _repair_groups(state, env, saver, human_poll_s)
     finally:
         if client is not None:
+            # Every model call: role, model, prompt name/version/hash, tokens, latency, retries.
+            saver.put("model-calls.json", [r.model_dump(mode="json") for r in client.records])
             client.close()
     for g in state.groups:
         if g.outcome is None:  # a PASSED patch that could not be committed is handled above

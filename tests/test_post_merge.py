@@ -148,8 +148,15 @@ def test_fixed_on_the_first_patch_and_committed_on_a_fix_branch(
     diag = next(r for r in mistral_server.requests if r.schema_name == "diagnosis")
     assert "tests/test_pricing.py" in diag.text and "assert 6 == 5" in diag.text
     assert "VOLUME_DISCOUNTS" in diag.text and "tweak volume discounts" in diag.text
-    keys = archived(tmp_path, result["run_id"])["keys"]
+    found = archived(tmp_path, result["run_id"])
+    keys = found["keys"]
     assert "summary.json" in keys
+    calls = json.loads((found["dir"] / "model-calls.json").read_text())
+    assert [(c["role"], c["prompt_name"], c["ok"]) for c in calls] == [
+        ("diagnostician", "diagnose", True),
+        ("surgeon", "surgeon", True),
+    ]
+    assert sum(c["input_tokens"] + c["output_tokens"] for c in calls) == m["tokens"]
     steps = [k.rsplit("-", 1)[-1] for k in keys if k.startswith(f"groups/{group['id']}/")]
     assert steps == ["context.json", "diagnose.json", "surgeon.json", "audit.json"]
 

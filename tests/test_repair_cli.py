@@ -37,10 +37,19 @@ def test_bad_option(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "max_retries" in _one_error_line(capsys)
 
 
-def test_no_usable_report(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    log = tmp_path / "build.log"
-    log.write_text("make: *** [test] Error 1\n")
-    # No model is configured, so the raw log cannot go to the scout either.
-    assert run(repo, [tmp_path / "missing.xml", log]) == 2
+def test_no_model_configured(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(repo, []) == 2
+    assert "no model configured" in _one_error_line(capsys)
+
+
+def test_no_usable_report(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A closed loopback port: configured, never contacted (the input check fails first).
+    monkeypatch.setenv("AUTOPILOT_MODEL_URL", "http://127.0.0.1:9")
+    missing = tmp_path / "missing.xml"
+    broken = tmp_path / "broken.xml"
+    broken.write_text("<testsuite><testcase")
+    assert run(repo, [missing, broken]) == 2
     line = _one_error_line(capsys)
     assert "missing.xml: no such file" in line

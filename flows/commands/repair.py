@@ -15,7 +15,7 @@ from typing import Any
 
 from tasks.config import load_settings
 from tasks.discovery import detect_toolchain
-from tasks.errors import AutopilotError, BadInputError, ReportError
+from tasks.errors import AutopilotError, BadInputError, ConfigError, ReportError
 from tasks.git import resolve_commit, subdir_in_repo
 from tasks.repair_scout import NOT_A_REPORT
 from tasks.reports import iter_records
@@ -42,6 +42,8 @@ def check_inputs(
     root, _ = subdir_in_repo(repo)
     resolve_commit(root, ref)
     detect_toolchain(repo, settings.toolchain)
+    if not settings.model_configured:
+        raise ConfigError("no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL")
     bad: list[ReportError] = []
     for report in reports:
         try:
