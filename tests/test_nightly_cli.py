@@ -3,6 +3,7 @@ no-model runs, bad input, and a failed run resumed without repeating finished fi
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from flows.commands.nightly import run
 from tests.examples_repo import git, make_example_repo
 from tests.fakes.mistral_server import MistralServer, Rule, error
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
+from tests.s3server import S3Server, s3_bucket_fixture, s3_server_fixture  # noqa: F401
 from tests.test_generation import GOOD, files_reply, judge_reply
 
 ERRORS_TEST = """\
@@ -63,15 +65,26 @@ def _json(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_no_model_reports_every_target_skipped_and_exits_0(
-    repo: Path, prefect_harness: None, capsys: pytest.CaptureFixture[str], tmp_path: Path
+def test_no_model_reports_every_target_skipped_exits_0_and_archives_to_s3(
+    repo: Path,
+    prefect_harness: None,
+    capsys: pytest.CaptureFixture[str],
+    s3_server: S3Server,
+    s3_bucket: str,
 ) -> None:
-    code = run(repo, only=["src/**"], json_out=True, archive=str(tmp_path / "arch"))
+    code = run(repo, only=["src/**"], json_out=True, archive=f"s3://{s3_bucket}/ci")
 
     doc = _json(capsys)
     assert code == 0
     assert set(doc) == TOP_KEYS | {"files"}
     assert doc["branch"] is None and doc["model_calls"] == 0
+    prefix = f"ci/nightly/{dt.date.today().isoformat()}/{doc['run_id']}"
+    assert doc["archive_uri"] == f"s3://{s3_bucket}/{prefix}"
+    body = s3_server.client().get_object(Bucket=s3_bucket, Key=f"{prefix}/summary.json")["Body"]
+    assert json.loads(body.read()) == doc
+    manifest = s3_server.client().get_object(Bucket=s3_bucket, Key=f"{prefix}/manifest.json")
+    keys = {o["key"] for o in json.loads(manifest["Body"].read())["objects"]}
+    assert {"summary.json", "summary.md", "targets.json", "baseline/audit.json"} <= keys
     files = doc["files"]
     assert isinstance(files, list)
     # Untested first (csv_import, errors, reports have no test at all), lowest coverage first.
