@@ -45,7 +45,7 @@ from tasks.repair import (
 from tasks.repair_branch import commit_fixes
 from tasks.repair_human import HumanDecision, hand_off
 from tasks.repair_loop import RepairEnv, now, run_group
-from tasks.repair_scout import NOT_A_REPORT, group_failures, scout_log
+from tasks.repair_scout import NOT_A_REPORT, fill_test_files, group_failures, scout_log
 from tasks.reports import parse_reports
 from tasks.sandbox import make_runner
 from tasks.toolchains import get_toolchain
@@ -178,7 +178,9 @@ def post_merge(
             cases, report_errors = scout(
                 path, list(reports or []), project, mapping.toolchain, settings, client
             )
-            failing = [c for c in cases if c.status in ("failed", "error")]
+            failing = fill_test_files(
+                [c for c in cases if c.status in ("failed", "error")], project
+            )
             state = RepairState(
                 run_id=run_id,
                 repo=str(path),

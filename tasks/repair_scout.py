@@ -175,3 +175,40 @@ def group_failures(
             tests=[case],
         )
     return list(groups.values())
+
+
+def _file_from_classname(classname: str, project: Path) -> str | None:
+    """`tests.test_mod.TestCls` -> `tests/test_mod.py` when that file exists."""
+    parts = [p for p in classname.split(".") if p]
+    while parts:
+        candidate = "/".join(parts) + ".py"
+        if _safe_relpath(candidate) and (project / candidate).is_file():
+            return candidate
+        parts.pop()
+    return None
+
+
+def fill_test_files(cases: list[TestCaseResult], project: Path) -> list[TestCaseResult]:
+    """Cases whose report named no test file get one, so they can be re-run and matched.
+
+    pytest's default JUnit XML has no ``file`` attribute: the file comes from the trace's
+    frames in the test tree, else from the dotted classname. Cases that already name a file,
+    or whose file cannot be found in `project`, are returned unchanged.
+    """
+    out: list[TestCaseResult] = []
+    for case in cases:
+        if case.file or case.status not in ("failed", "error"):
+            out.append(case)
+            continue
+        found = next(
+            (
+                loc.path
+                for loc in case.locations
+                if is_test_path(loc.path)
+                and _safe_relpath(loc.path)
+                and (project / loc.path).is_file()
+            ),
+            None,
+        ) or _file_from_classname(case.classname, project)
+        out.append(case.model_copy(update={"file": found}) if found else case)
+    return out

@@ -8,7 +8,9 @@ on a new branch. A person's answer comes through Prefect's RunInput from a threa
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -29,12 +31,32 @@ FAILING_TEST = "tests/test_pricing.py::test_ten_units_get_five_percent"
 REPORT_ID = "tests/test_pricing.py:8"
 
 
-def regressed_repo(tmp_path: Path) -> tuple[Path, Path, str]:
-    """The example with a 'merged' regression (5 % became 6 %), and a real report of it."""
+def regressed_repo(tmp_path: Path, plain_pytest: bool = False) -> tuple[Path, Path, str]:
+    """The example with a 'merged' regression (5 % became 6 %), and a real report of it.
+
+    `plain_pytest`: the report is pytest's default JUnit XML, as a CI job writes it (no
+    ``file`` attribute), rather than the toolchain's.
+    """
     repo = make_example_repo("py_inventory", tmp_path / "inv")
     source = repo / PRICING
     source.write_text(source.read_text().replace("(10, 5))", "(10, 6))"))
     git(repo, "commit", "-qam", "Merge: tweak volume discounts")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    if plain_pytest:
+        junit = tmp_path / "ci-junit.xml"
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={junit}",
+        ]
+        done = SubprocessRunner().run(argv, cwd=repo, env={"PYTHONDONTWRITEBYTECODE": "1"})
+        assert done.exit_code == 1, done.stdout
+        assert 'file="' not in junit.read_text()
+        return repo, junit, head
     reports = tmp_path / "reports"
     result = get_toolchain("python-pytest").run_specs(
         repo, [], None, SubprocessRunner(), reports_dir=reports
@@ -208,7 +230,7 @@ def _answer_when_paused(run_input: dict[str, Any], answered: list[str]) -> threa
 def test_risky_patch_is_handed_to_a_person_and_committed_when_approved(
     tmp_path: Path, prefect_harness: None, mistral_server: MistralServer
 ) -> None:
-    repo, report, head = regressed_repo(tmp_path)
+    repo, report, head = regressed_repo(tmp_path, plain_pytest=True)
     # The diagnosis blames the test, yet the patch edits production code: RISKY.
     script(mistral_server, [patch_to(5)], wrong_side="test")
     answered: list[str] = []
@@ -310,9 +332,6 @@ def test_cli_json_contract_and_exit_code(
 
     repo, report, _ = regressed_repo(tmp_path)
     script(mistral_server, [patch_to(5)])
-    import os
-    import sys
-
     env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
     argv = [
         sys.executable,

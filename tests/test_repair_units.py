@@ -357,3 +357,19 @@ def test_apply_in_order_reports_conflicts_repeats_and_refuses_unsafe_patches(
     assert isinstance(out[2], str) and out[2].startswith("does not apply on top")
     assert out[3] == "refused: '../evil.rb': '..' leaves the repository"
     assert not (tmp_path / "evil.rb").exists()
+
+
+def test_a_test_file_is_found_for_reports_that_name_none(tmp_path: Path) -> None:
+    from tasks.repair_scout import fill_test_files
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/test_pricing.py").write_text("")
+    (tmp_path / "tests/test_units.py").write_text("")
+    from_trace = case("tests.test_pricing::test_ten", "assert 6 == 5", file=None)  # type: ignore[arg-type]
+    from_trace.locations = [Location(path="tests/test_pricing.py", line=9)]
+    from_class = case("tests.test_units.TestParse::test_kg", "boom", file=None)  # type: ignore[arg-type]
+    from_class.classname = "tests.test_units.TestParse"
+    unknown = case("x::y", "boom", file=None)  # type: ignore[arg-type]
+    unknown.classname = "tests.gone"
+    out = fill_test_files([from_trace, from_class, unknown], tmp_path)
+    assert [c.file for c in out] == ["tests/test_pricing.py", "tests/test_units.py", None]
