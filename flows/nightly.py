@@ -179,6 +179,7 @@ def nightly(
     archive: str | None = None,
     push: bool = False,
     max_model_calls: int | None = None,
+    file_time_limit_s: float | None = None,
 ) -> NightlyReport:
     """Write or improve the tests of `repo` at `ref`; accepted files land on a new branch.
 
@@ -194,6 +195,7 @@ def nightly(
         push: push the new branch to ``origin``.
         max_model_calls: the run's model-call budget; files not started when it is spent are
             skipped, a file that would pass it ends as an error, the run ends cleanly.
+        file_time_limit_s: wall-clock budget per file, checked between steps.
     """
     from prefect.runtime import flow_run
 
@@ -247,6 +249,7 @@ def nightly(
                         baseline_failing=failing,
                         client_token=token,
                         max_model_calls=max_model_calls,
+                        file_time_limit_s=file_time_limit_s,
                     )
                     for t in targets
                 ]

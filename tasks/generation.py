@@ -12,6 +12,7 @@ judge (only for a spec that passed everything before it) feed :func:`tasks.gate.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -80,20 +81,39 @@ class BudgetExhaustedError(AutopilotError):
 class _Run:
     """State of one target's loop (kept small: the loop itself reads top to bottom)."""
 
-    def __init__(self, target: Target, client: ModelClient, max_calls: int | None) -> None:
+    def __init__(
+        self,
+        target: Target,
+        client: ModelClient,
+        max_calls: int | None,
+        time_limit_s: float | None = None,
+    ) -> None:
         self.target = target
         self.client = client
         self.max_calls = max_calls
+        self.time_limit_s = time_limit_s
+        self.started = time.monotonic()
         self.records: list[CallRecord] = []
         self.exchanges: list[Exchange] = []
         self.files: dict[str, str] = {}
 
     def check_budget(self, needed: int = 1) -> None:
-        """Raise BudgetExhaustedError when `needed` more calls would pass the run's budget."""
+        """Raise BudgetExhaustedError when `needed` more calls would pass the run's budget, or
+        the file's time limit is reached (checked between steps, never in the middle of one)."""
         if self.max_calls is not None and self.client.calls + needed > self.max_calls:
             raise BudgetExhaustedError(
                 f"{self.target.source}: model call budget of {self.max_calls} calls exhausted"
             )
+        self.check_time()
+
+    def check_time(self) -> None:
+        """Raise BudgetExhaustedError when the file's time limit is reached (the first round
+        always runs: a file that was started gets at least one complete try)."""
+        limit = self.time_limit_s
+        if limit is None or not self.exchanges:
+            return
+        if time.monotonic() - self.started >= limit:
+            raise BudgetExhaustedError(f"{self.target.source}: time limit of {limit:g} s reached")
 
     def ask(self, name: str, chosen: Skill, parse_project: Path, /, **variables: Any) -> None:
         self.check_budget()
@@ -138,6 +158,7 @@ def generate_for_file(
     skills: list[Skill] | None = None,
     baseline_failing: frozenset[str] = frozenset(),
     max_model_calls: int | None = None,
+    time_limit_s: float | None = None,
 ) -> FileOutcome:
     """Write or improve the tests of one source file until they pass every gate, or give up.
 
@@ -155,6 +176,9 @@ def generate_for_file(
             shared-factory change blames only new failures.
         max_model_calls: the run's budget, counted on `client` (shared by every file); when a
             call would pass it, the file ends as an error saying so.
+        time_limit_s: the file's wall-clock budget, checked before each model call, test run
+            round and the flakiness re-runs; a running command is bounded by the sandbox's own
+            timeout instead.
 
     Returns:
         The outcome; model, sandbox and tool failures become ``verdict="error"`` with a reason,
@@ -167,7 +191,7 @@ def generate_for_file(
         verdict="error",
         coverage_before=target.coverage_before,
     )
-    run = _Run(target, client, max_model_calls)
+    run = _Run(target, client, max_model_calls, time_limit_s)
     try:
         _generate(
             project,
@@ -274,6 +298,7 @@ def _generate(
         return
     reruns: list[ValidationResult] = []
     for _ in range(settings.gates.flaky_runs):
+        run.check_time()
         again = toolchain.run_specs(project, specs, target.source, runner)
         reruns.append(again)
         if not execution_gate(again).accepted:

@@ -55,6 +55,7 @@ class FileJob(BaseModel):
     baseline_failing: frozenset[str] = frozenset()
     client_token: str = Field("", description="Names the run's shared model client")
     max_model_calls: int | None = Field(None, description="The run's model-call budget")
+    file_time_limit_s: float | None = Field(None, description="Wall-clock budget per file")
 
 
 def copy_project(project: Path, parent: Path) -> Path:
@@ -142,6 +143,7 @@ def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOut
             skills=None,
             baseline_failing=job.baseline_failing,
             max_model_calls=job.max_model_calls,
+            time_limit_s=job.file_time_limit_s,
         )
     store.put(key, outcome)
     return outcome

@@ -100,6 +100,7 @@ def _run(  # type: ignore[no-untyped-def]
     settings: Settings,
     iterations: int = 4,
     max_model_calls: int | None = None,
+    time_limit_s: float | None = None,
 ):
     client = ModelClient.from_settings(settings, backoff=Backoff(initial_ms=10, max_ms=50))
     runner = make_runner(SandboxSettings(backend="bwrap", timeout_s=120), root=project)
@@ -113,6 +114,7 @@ def _run(  # type: ignore[no-untyped-def]
             settings=settings,
             max_iterations=iterations,
             max_model_calls=max_model_calls,
+            time_limit_s=time_limit_s,
         )
     finally:
         client.close()
@@ -255,3 +257,14 @@ def test_model_call_budget_stops_the_file_cleanly(
     assert outcome.reasons == [f"{SOURCE}: model call budget of 1 calls exhausted"]
     assert len(mistral_server.requests) == 1 and outcome.model_calls == 1
     assert outcome.iterations == 2  # the fix round was due, and not asked
+
+
+def test_file_time_limit_stops_between_steps(project: Path, mistral_server: MistralServer) -> None:
+    mistral_server.add(Rule(replies=[files_reply(NOT_LOADING)]))
+
+    # A limit far below one test run: the first round runs to its end, the fix is never asked.
+    outcome = _run(project, mistral_server, _settings(), time_limit_s=0.001)
+
+    assert outcome.verdict == "error"
+    assert outcome.reasons == [f"{SOURCE}: time limit of 0.001 s reached"]
+    assert len(mistral_server.requests) == 1 and outcome.iterations == 2

@@ -153,6 +153,8 @@ def test_failed_file_is_retried_on_the_next_run_and_finished_files_are_reused(
         ({"ref": "no-such-ref"}, "not a commit"),
         ({"min_coverage": 1.5}, "min_coverage"),
         ({"archive": "ftp://host/x"}, "archive"),
+        ({"max_model_calls": -1}, "--max-model-calls"),
+        ({"file_time_limit_s": 0.0}, "time limit"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

@@ -52,6 +52,7 @@ def check_inputs(
     min_judge: float | None,
     archive: str | None,
     max_model_calls: int | None = None,
+    file_time_limit_s: float | None = None,
 ) -> None:
     """Raise BadInputError/ConfigError for what would make the flow fail at once."""
     from flows.nightly import settings_for
@@ -64,6 +65,8 @@ def check_inputs(
         raise BadInputError(f"{repo}: not a directory")
     if max_files is not None and max_files < 0:
         raise BadInputError(f"--max-files: {max_files} is negative")
+    if file_time_limit_s is not None and file_time_limit_s <= 0:
+        raise BadInputError(f"file time limit: {file_time_limit_s} s is not positive")
     if max_model_calls is not None and max_model_calls < 0:
         raise BadInputError(f"--max-model-calls: {max_model_calls} is negative")
     if max_iterations < 1:
@@ -113,6 +116,7 @@ def run(
     json_out: bool = False,
     verbose: bool = False,
     max_model_calls: int | None = None,
+    file_time_limit_s: float | None = None,
 ) -> int:
     """Run the nightly on `repo` and print its report (one JSON document, or a table).
 
@@ -130,6 +134,7 @@ def run(
         json_out: print issue 5's JSON document on stdout.
         verbose: log progress.
         max_model_calls: the run's model-call budget (``--max-model-calls``); None: no limit.
+        file_time_limit_s: wall-clock budget per file, checked between steps; None: no limit.
 
     Returns:
         0 all accepted (or skipped for no model); 1 any rejected or errored, or the flow failed;
@@ -160,6 +165,7 @@ def run(
                 archive=archive,
                 push=push,
                 max_model_calls=max_model_calls,
+                file_time_limit_s=file_time_limit_s,
             )
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)
