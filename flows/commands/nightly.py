@@ -142,7 +142,18 @@ def run(
     """
     repo = Path(repo)
     try:
-        check_inputs(repo, ref, only, max_files, max_iterations, min_coverage, min_judge, archive)
+        check_inputs(
+            repo,
+            ref,
+            only,
+            max_files,
+            max_iterations,
+            min_coverage,
+            min_judge,
+            archive,
+            max_model_calls=max_model_calls,
+            file_time_limit_s=file_time_limit_s,
+        )
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)
         return 2
