@@ -53,7 +53,14 @@ _MOCK_WORDS = re.compile(
     r"RSpec::Mocks|unittest\.mock|monkeypatch)",
     re.IGNORECASE,
 )
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+_ASSERTION = re.compile(
+    r"\b(expect|is_expected|should|assert\w*|assert_that|pytest\.raises|self\.assert\w*)\b"
+)
+_SKIP = re.compile(
+    r"(\bxit\b|\bxdescribe\b|\bxcontext\b|\bskip\b|\bpending\b|pytest\.mark\.(skip|xfail)"
+    r"|unittest\.skip|pytest\.skip)"
+)
 
 
 @dataclass
@@ -65,6 +72,9 @@ class PatchInfo:
     added_lines: int = 0
     removed_lines: int = 0
     problems: list[str] = field(default_factory=list)
+    #: Added and removed line texts per file (new path), for the weakened-test check.
+    added_text: dict[str, list[str]] = field(default_factory=dict)
+    removed_text: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def changed_lines(self) -> int:
@@ -99,42 +109,54 @@ def _strip_prefix(raw: str) -> str | None:
 
 
 def parse_patch(diff: str) -> PatchInfo:
-    """The files a diff touches, its size, and what makes it unsafe (see the module docstring)."""
+    """The files a diff touches, its size, and what makes it unsafe (see the module docstring).
+
+    Hunks are read by their line counts, so a removed line that starts with ``--`` and the next
+    file's ``---`` header are never confused, with or without ``diff --git`` lines.
+    """
     info = PatchInfo()
     files: dict[str, None] = {}
-    in_hunk = False
+    old_left = new_left = 0
     old: str | None = None
+    current: str | None = None
     for line in diff.splitlines():
-        if line.startswith("diff --git "):
-            in_hunk = False
+        if old_left > 0 or new_left > 0:
+            if line.startswith("\\"):
+                continue  # "\ No newline at end of file"
+            sign = line[:1]
+            if sign == "-":
+                old_left -= 1
+                info.removed_lines += 1
+                info.removed_text.setdefault(current or "", []).append(line[1:])
+            elif sign == "+":
+                new_left -= 1
+                info.added_lines += 1
+                info.added_text.setdefault(current or "", []).append(line[1:])
+            else:  # context (a blank context line may have lost its space)
+                old_left -= 1
+                new_left -= 1
             continue
-        if line.startswith("--- ") and not in_hunk:
+        hunk = _HUNK.match(line)
+        if hunk:
+            old_left = int(hunk.group(1)) if hunk.group(1) is not None else 1
+            new_left = int(hunk.group(2)) if hunk.group(2) is not None else 1
+            continue
+        if line.startswith("--- "):
             old = _strip_prefix(line[4:])
-            continue
-        if line.startswith("+++ ") and not in_hunk:
+        elif line.startswith("+++ "):
             new = _strip_prefix(line[4:])
             for path in (old, new):
                 if path is not None:
                     files.setdefault(path, None)
             if new is None and old is not None:
                 info.deleted.append(old)
-            continue
-        if _HUNK.match(line):
-            in_hunk = True
-            continue
-        if line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+            current = new or old
+        elif line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
             files.setdefault(line.split(" ", 2)[2].strip(), None)
-            in_hunk = False
         elif re.match(r"^(new file mode|deleted file mode|old mode|new mode) 120000", line):
             info.problems.append("symbolic links are not allowed in a repair patch")
         elif line.startswith(("GIT binary patch", "Binary files ")):
             info.problems.append("binary diffs are not allowed in a repair patch")
-        elif in_hunk and line.startswith("+"):
-            info.added_lines += 1
-        elif in_hunk and line.startswith("-"):
-            info.removed_lines += 1
-        elif in_hunk and not line.startswith((" ", "\\")) and line:
-            in_hunk = False
     info.files = list(files)
     if not info.files:
         info.problems.append("the diff names no file")
@@ -143,6 +165,21 @@ def parse_patch(diff: str) -> PatchInfo:
         if problem:
             info.problems.append(problem)
     return info
+
+
+def weakened_tests(info: PatchInfo) -> list[str]:
+    """Test files where the patch removes assertions or adds a skip: fixed for the wrong reason."""
+    reasons: list[str] = []
+    for path in info.files:
+        if not is_test_path(path):
+            continue
+        removed = sum(bool(_ASSERTION.search(t)) for t in info.removed_text.get(path, []))
+        added = sum(bool(_ASSERTION.search(t)) for t in info.added_text.get(path, []))
+        if removed > added:
+            reasons.append(f"{path}: removes {removed - added} assertion(s)")
+        if any(_SKIP.search(t) for t in info.added_text.get(path, [])):
+            reasons.append(f"{path}: skips or disables a test")
+    return reasons
 
 
 def _matches(path: str, patterns: tuple[str, ...] | list[str]) -> bool:
@@ -171,6 +208,7 @@ def risk_reasons(
     for path in info.deleted:
         if is_test_path(path):
             reasons.append(f"{path}: deletes a test file")
+    reasons.extend(weakened_tests(info))
     if info.changed_lines > settings.max_patch_lines:
         reasons.append(
             f"{info.changed_lines} changed lines, more than max_patch_lines "

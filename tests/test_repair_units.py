@@ -373,3 +373,38 @@ def test_a_test_file_is_found_for_reports_that_name_none(tmp_path: Path) -> None
     unknown.classname = "tests.gone"
     out = fill_test_files([from_trace, from_class, unknown], tmp_path)
     assert [c.file for c in out] == ["tests/test_pricing.py", "tests/test_units.py", None]
+
+
+def test_parse_patch_reads_hunks_by_their_counts() -> None:
+    diff = (
+        "--- a/db/seeds.sql\n+++ b/db/seeds.sql\n@@ -1,2 +1,2 @@\n"
+        "--- old comment\n+-- new comment\n select 1;\n"
+        "--- a/app/x.rb\n+++ b/app/x.rb\n@@ -3 +3 @@\n-a\n+b\n"
+    )
+    info = parse_patch(diff)
+    assert info.files == ["db/seeds.sql", "app/x.rb"]
+    assert (info.added_lines, info.removed_lines) == (2, 2)
+
+
+def test_a_patch_that_weakens_or_skips_tests_is_risky() -> None:
+    group = group_failures([case("a", "expected 1")], MAPPING)[0]
+    settings = RepairSettings()
+    weakened = (
+        "--- a/spec/models/product_spec.rb\n+++ b/spec/models/product_spec.rb\n@@ -1,3 +1,2 @@\n"
+        ' it "reserves" do\n-  expect(product.stock).to eq(1)\n end\n'
+    )
+    assert risk_reasons(parse_patch(weakened), diagnosis("test"), group, settings) == [
+        "spec/models/product_spec.rb: removes 1 assertion(s)"
+    ]
+    skipped = (
+        "--- a/tests/test_p.py\n+++ b/tests/test_p.py\n@@ -1,2 +1,3 @@\n"
+        "+@pytest.mark.skip\n def test_x():\n     assert f() == 5\n"
+    )
+    assert risk_reasons(parse_patch(skipped), diagnosis("test"), group, settings) == [
+        "tests/test_p.py: skips or disables a test"
+    ]
+    updated = (
+        "--- a/tests/test_p.py\n+++ b/tests/test_p.py\n@@ -1,2 +1,2 @@\n"
+        " def test_x():\n-    assert f() == 5\n+    assert f() == 6\n"
+    )
+    assert risk_reasons(parse_patch(updated), diagnosis("test"), group, settings) == []
