@@ -1,8 +1,9 @@
 """The post-merge repair state (typed, archived after every step) and its routing.
 
-Plain data and plain functions: no I/O. The roles live in :mod:`tasks.repair_roles` (scout,
-diagnostician, surgeon) and :mod:`tasks.repair_audit` (auditor); the flow in
-``flows/post_merge.py`` runs :func:`next_step` until a group is done or needs a person.
+Plain data and plain functions: no I/O. The roles live in :mod:`tasks.repair_scout` (scout),
+:mod:`tasks.repair_roles` (context, diagnostician, surgeon) and :mod:`tasks.repair_audit`
+(auditor, with :mod:`tasks.repair_risk`); :mod:`tasks.repair_loop` applies the routing below
+until a group is done or needs a person, and ``flows/post_merge.py`` runs it per group.
 
 Routing (MISSION.md section 2):
 

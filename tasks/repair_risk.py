@@ -3,8 +3,9 @@
 Unsafe (refused before anything is applied): absolute paths, ``..``, anything under ``.git/``,
 symbolic links, binary diffs, a diff naming no file. Risky (a person decides even when the tests
 pass): dependency manifests and lock files, CI configuration, migrations and schema, configured
-``risky_paths``, deleted test files, more than ``max_patch_lines`` changed lines, production code
-edited when the diagnosis says the test is wrong or a mock is involved.
+``risky_paths``, deleted test files, removed assertions or added skips in tests, more than
+``max_patch_lines`` changed lines, production code edited when the diagnosis says the test is
+wrong or a mock is involved.
 """
 
 from __future__ import annotations
