@@ -41,7 +41,7 @@ from tasks.config import Settings, load_settings
 from tasks.errors import ArchiveError, AutopilotError
 from tasks.generation import DEFAULT_MAX_ITERATIONS
 from tasks.generation_cache import default_store_dir
-from tasks.generation_job import NO_MODEL, FileJob, run_file_job, skipped
+from tasks.generation_job import NO_MODEL, FileJob, failed, run_file_job, skipped
 from tasks.generation_report import (
     NightlyReport,
     archive_outcome,
@@ -154,10 +154,14 @@ def _run_targets(
     progress = cast(
         UUID, create_progress_artifact(0.0, key=progress_key, description="Files finished")
     )
-    futures = [generate_tests.submit(job) for job in jobs]
+    futures = {generate_tests.submit(job): job for job in jobs}
     by_source: dict[str, FileOutcome] = {}
-    for done, future in enumerate(as_completed(futures), start=1):
-        outcome = future.result()
+    for done, future in enumerate(as_completed(list(futures)), start=1):
+        try:
+            outcome = future.result()
+        except Exception as exc:  # a crashed task (worker lost, ...) is one file's error
+            target = futures[future].target
+            outcome = failed(target, f"{target.source}: task failed: {type(exc).__name__}: {exc}")
         by_source[outcome.source] = outcome
         update_progress_artifact(progress, 100.0 * done / len(futures))
     return [by_source[t.source] for t in targets]
