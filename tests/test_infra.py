@@ -1,0 +1,255 @@
+"""infra/: the YAML loads, and `prefect deploy` accepts infra/prefect.yaml against a real
+`prefect server start` on loopback; the deployments are then there with their cron schedule,
+event trigger and work pools. Also home of `PrefectServer`, the real server other tests start."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT
+
+INFRA = REPO_ROOT / "infra"
+PREFECT = str(Path(sys.executable).with_name("prefect"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PrefectServer:
+    """`prefect server start` on 127.0.0.1 with its own PREFECT_HOME; stopped by `stop()`."""
+
+    def __init__(self, home: Path, startup_timeout_s: float = 120.0) -> None:
+        self.home = home
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.api_url = f"{self.url}/api"
+        self.startup_timeout_s = startup_timeout_s
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = home / "server.log"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """An environment for a process that talks to this server (never to another one)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+        env.update(
+            PREFECT_HOME=str(self.home),
+            PREFECT_API_URL=self.api_url,
+            PREFECT_SERVER_ANALYTICS_ENABLED="false",
+            DO_NOT_TRACK="1",
+        )
+        env.update(extra)
+        return env
+
+    def start(self) -> PrefectServer:
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = self.env()
+        del env["PREFECT_API_URL"]
+        cmd = [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(self.port)]
+        with self.log.open("wb") as out:
+            # Own session: stop() ends the server and the services it forks, nothing else.
+            self.proc = subprocess.Popen(
+                cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"prefect server exited: {self.log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.api_url}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"prefect server not healthy: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        """POST JSON to the server's API and return the decoded reply."""
+        req = urllib.request.Request(
+            f"{self.api_url}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read() or b"null")
+
+    def get(self, path: str) -> Any:
+        """GET from the server's API and return the decoded reply."""
+        with urllib.request.urlopen(f"{self.api_url}{path}", timeout=30) as r:
+            return json.loads(r.read())
+
+    def prefect(self, *args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
+        """The prefect CLI against this server."""
+        return subprocess.run(
+            [PREFECT, *args], cwd=cwd, env=self.env(), capture_output=True, text=True, timeout=180
+        )
+
+
+def running_server(home: Path) -> Iterator[PrefectServer]:
+    """Start a server for a fixture; stopped at teardown whatever happened."""
+    server = PrefectServer(home)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
+    yield from running_server(tmp_path_factory.mktemp("prefect-infra"))
+
+
+def _load(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def test_every_yaml_file_in_infra_loads() -> None:
+    files = sorted(INFRA.rglob("*.yaml")) + sorted(INFRA.rglob("*.yml"))
+
+    assert {p.name for p in files} >= {"prefect.yaml", "compose.yaml", "automations.yaml"}
+    for path in files:
+        assert isinstance(_load(path), dict), path
+
+
+def test_compose_stack_has_postgres_server_worker_and_s3() -> None:
+    services = _load(INFRA / "compose.yaml")["services"]
+
+    assert {"postgres", "prefect-server", "worker", "s3"} <= set(services)
+    server_env = services["prefect-server"]["environment"]
+    assert "postgresql+asyncpg://" in server_env["PREFECT_API_DATABASE_CONNECTION_URL"]
+    worker = services["worker"]
+    assert "autopilot-process" in " ".join(worker["command"])
+    assert worker["environment"]["PREFECT_API_URL"] == "http://prefect-server:4200/api"
+    assert worker["build"]["dockerfile"] == "infra/Dockerfile"
+
+
+def test_github_workflow_runs_post_merge_only_after_a_failed_main_build() -> None:
+    [path] = list((INFRA / "github-actions").glob("*.yml"))
+    wf = _load(path)
+
+    # PyYAML reads the bare key `on` as True.
+    trigger = wf[True]["workflow_run"]
+    assert trigger["types"] == ["completed"] and trigger["branches"] == ["main"]
+    [job] = wf["jobs"].values()
+    assert "conclusion == 'failure'" in job["if"]
+    script = " ".join(str(step.get("run", "")) for step in job["steps"])
+    assert "prefect deployment run post-merge/post-merge" in script
+
+
+def test_dockerfile_installs_ruby_toolchain_bubblewrap_and_the_project() -> None:
+    text = (INFRA / "Dockerfile").read_text()
+
+    for package in ("ruby", "rspec", "rubocop", "simplecov", "bubblewrap", "git"):
+        assert package in text, package
+    assert "uv sync --frozen" in text and "COPY" in text
+
+
+@pytest.mark.slow
+def test_prefect_deploy_accepts_the_file_and_the_deployments_are_queryable(
+    server: PrefectServer,
+) -> None:
+    for pool, kind in (("autopilot-process", "process"), ("autopilot-docker", "docker")):
+        made = server.prefect(
+            "work-pool",
+            "create",
+            pool,
+            "--type",
+            kind,
+            "--base-job-template",
+            str(INFRA / "work-pools" / f"{kind}.json"),
+        )
+        assert made.returncode == 0, made.stdout + made.stderr
+
+    done = server.prefect("--no-prompt", "deploy", "--all", "--prefect-file", "infra/prefect.yaml")
+
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    deployments = {f"{d['name']}": d for d in server.post("/deployments/filter", {"limit": 50})}
+    assert set(deployments) == {"nightly", "post-merge", "audit", "nightly-docker"}
+    nightly = deployments["nightly"]
+    [schedule] = nightly["schedules"]
+    assert schedule["schedule"]["cron"] == "0 2 * * *"
+    assert schedule["schedule"]["timezone"] == "UTC" and schedule["active"] is True
+    assert nightly["work_pool_name"] == "autopilot-process"
+    assert nightly["entrypoint"] == "flows/nightly.py:nightly"
+    assert nightly["parameters"]["repo"] == "/srv/repo"
+    assert set(nightly["tags"]) == {"autopilot", "nightly"}
+    assert deployments["nightly-docker"]["work_pool_name"] == "autopilot-docker"
+    assert deployments["nightly-docker"]["schedules"][0]["active"] is False
+    pool = server.get("/work_pools/autopilot-docker")
+    assert pool["type"] == "docker"
+    assert pool["base_job_template"]["variables"]["properties"]["image"]["default"] == (
+        "test-autopilot-worker:latest"
+    )
+
+    # The post-merge trigger is an automation on autopilot.ci.failed that runs the deployment
+    # with the event's repo and ref.
+    automations = server.post("/automations/filter", {"limit": 50})
+    [trigger] = [a for a in automations if "autopilot.ci.failed" in a["trigger"]["expect"]]
+    [action] = trigger["actions"]
+    assert action["type"] == "run-deployment"
+    assert action["deployment_id"] == deployments["post-merge"]["id"]
+    assert action["parameters"]["ref"] == "{{ event.payload.ref }}"
+
+
+@pytest.mark.slow
+def test_example_automations_are_accepted_by_the_server(
+    server: PrefectServer, tmp_path: Path
+) -> None:
+    # The file names its notification block by placeholder; an operator puts their block's id.
+    types = server.post(
+        "/block_types/filter", {"block_types": {"slug": {"any_": ["slack-webhook"]}}}
+    )
+    assert types, "slack-webhook block type not registered"
+    schemas = server.post(
+        "/block_schemas/filter",
+        {"block_schemas": {"block_type_id": {"any_": [types[0]["id"]]}}},
+    )
+    doc = server.post(
+        "/block_documents/",
+        {
+            "name": "autopilot-ops",
+            "block_type_id": types[0]["id"],
+            "block_schema_id": schemas[0]["id"],
+            "data": {"url": "http://127.0.0.1:9/hook"},
+        },
+    )
+    text = (INFRA / "automations.yaml").read_text().replace("<NOTIFY_BLOCK_ID>", doc["id"])
+    path = tmp_path / "automations.yaml"
+    path.write_text(text)
+
+    made = server.prefect("automation", "create", "--from-file", str(path))
+
+    assert made.returncode == 0, made.stdout + made.stderr
+    names = {a["name"]: a for a in server.post("/automations/filter", {"limit": 50})}
+    assert {"autopilot: nightly failed", "autopilot: human needed"} <= set(names)
+    human = names["autopilot: human needed"]
+    assert human["trigger"]["expect"] == ["autopilot.human.needed"]
+    assert human["actions"][0]["block_document_id"] == doc["id"]
+    failed = names["autopilot: nightly failed"]
+    assert "prefect.flow-run.Failed" in failed["trigger"]["expect"]
