@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -252,3 +253,25 @@ def test_rejections_exit_1_name_their_gate_emit_events_and_create_no_branch(
     ]
     assert all(e["resource"]["prefect.resource.id"].startswith("autopilot.file.") for e in emitted)  # type: ignore[index]
     assert git(repo, "branch", "--list").split() == ["*", "main"]
+    table = _latest_artifact("nightly-inv")
+    rows = {r["file"]: r for r in json.loads(table.data)}
+    assert rows["src/inventory/errors.py"]["failed gate"] == "coverage"
+    assert rows["src/inventory/reports.py"]["verdict"] == "rejected"
+    summary = _latest_artifact("nightly-inv-summary")
+    assert "`src/inventory/reports.py`: rejected at static" in str(summary.data)
+    assert _latest_artifact("nightly-progress-inv").data == 100.0
+
+
+def _latest_artifact(key: str) -> Any:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+            sort=ArtifactSort.CREATED_DESC,
+            limit=1,
+        )
+    assert found, f"no artifact {key}"
+    return found[0]
