@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from judge.llm import combined_score, judge_with_model
+from judge.rubric import load_rubric
 from judge.static import FORBIDDEN_RULES, check_spec
 from tasks.config import Settings
 from tasks.context import PromptContext, build_context
@@ -33,6 +34,7 @@ from tasks.generation_files import (
 from tasks.generation_types import Exchange, FileOutcome, JudgeRecord
 from tasks.model import CallRecord, ModelClient
 from tasks.prompts import format_failure_output, render
+from tasks.replies import JudgeVerdict, schema_text
 from tasks.skills import Skill, choose_skill
 from tasks.targets import Target
 from tasks.toolchains.base import CommandRunner, Toolchain
@@ -342,12 +344,40 @@ def _generate(
         prompt_version=verdict.prompt_version,
         rubric_version=verdict.rubric_version,
     )
+    run.exchanges.append(_judge_exchange(len(run.exchanges) + 1, outcome, ctx, language, spec_text))
+    run.exchanges[-1].tokens = verdict.tokens
     evidence.judge_score = combined_score(static, verdict, passed=True)
     outcome.judge_score = evidence.judge_score
     decision = evaluate(evidence, settings.gates)
     if not decision.accepted and verdict.missing:
         decision.reasons += [f"missing: {m}" for m in verdict.missing[:5]]
     _finish(outcome, decision)
+
+
+def _judge_exchange(
+    index: int, outcome: FileOutcome, ctx: PromptContext, language: str, spec_text: str
+) -> Exchange:
+    """The judge's request as it was rendered, for the archive; its replies are kept parsed
+    (the verdict: samples, reasons, missing), which is what the judge API returns."""
+    rendered = render(
+        "judge",
+        path=outcome.spec,
+        language=language,
+        source_path=outcome.source,
+        source=ctx.source,
+        spec=spec_text,
+        rubric=load_rubric().text,
+        reply_schema=schema_text(JudgeVerdict),
+    )
+    judge = outcome.judge.model_dump_json() if outcome.judge is not None else ""
+    return Exchange(
+        iteration=index,
+        prompt_name=rendered.meta.name,
+        prompt_version=rendered.meta.version,
+        prompt_sha256=rendered.meta.sha256,
+        messages=rendered.messages(),
+        replies=[judge],
+    )
 
 
 def _first_test(files: dict[str, str], target: Target) -> str:

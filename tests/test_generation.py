@@ -151,8 +151,13 @@ def test_draft_that_does_not_load_is_fixed_with_the_load_error(
     assert SOURCE in fix_text
     assert outcome.model_calls == 3  # generate, fix, one judge sample
     assert outcome.tokens > 0
-    assert [len(e.replies) for e in outcome.exchanges] == [1, 1]
-    assert outcome.exchanges[1].prompt_name == "fix"
+    assert [e.prompt_name for e in outcome.exchanges] == ["generate", "fix", "judge"]
+    assert [len(e.replies) for e in outcome.exchanges] == [1, 1, 1]
+    # The archived judge request is the one the judge model received.
+    judge_request = next(r for r in mistral_server.requests if r.schema_name == "judge_verdict")
+    assert [m["content"] for m in outcome.exchanges[2].messages] == [
+        m["content"] for m in judge_request.messages
+    ]
     assert len(outcome.reruns) == 1 and outcome.reruns[0].passed
 
 
