@@ -1,0 +1,119 @@
+"""`autopilot eval` against the scripted model server: the quality table's numbers follow from
+the scripted replies, the user's repository is never touched, and bad input is exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flows.commands.eval import run
+from tasks.evaluation import price_per_token
+from tests.examples_repo import git, make_example_repo
+from tests.fakes.mistral_server import MistralServer, Rule, ok
+from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
+from tests.test_generation import GOOD, files_reply, judge_reply
+from tests.test_nightly_cli import ERRORS_TEST
+
+# Imports a name errors.py does not define: the first draft cannot even be collected.
+NOT_LOADING = (
+    "from inventory.errors import NoSuchError\n\n\ndef test_x():\n    assert NoSuchError\n"
+)
+ONLY = ["src/inventory/errors.py", "src/inventory/reports.py"]
+TOKENS = {"prompt_tokens": 100, "completion_tokens": 10}  # every reply: 110 tokens
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    doc = json.loads(capsys.readouterr().out)
+    assert isinstance(doc, dict)
+    return doc
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AUTOPILOT_GATES__FLAKY_RUNS", "1")
+    monkeypatch.setenv("AUTOPILOT_MODEL__JUDGE_SAMPLES", "1")
+    monkeypatch.setenv("AUTOPILOT_MODEL__MAX_RETRIES", "0")
+    repo = make_example_repo("py_inventory", tmp_path / "inv")
+    # Only the two untested files are targets: the rest is covered and judged well enough.
+    (repo / "autopilot.toml").write_text("[gates]\nmin_coverage = 0.0\nmin_judge = 0.0\n")
+    git(repo, "add", "autopilot.toml")
+    git(repo, "commit", "-qm", "eval settings")
+    return repo
+
+
+@pytest.mark.slow
+def test_table_follows_from_the_scripted_replies_and_the_repo_is_untouched(
+    repo: Path,
+    prefect_harness: None,
+    mistral_server: MistralServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    head = git(repo, "rev-parse", "HEAD").strip()
+    mistral_server.add(Rule(schema_name="judge_verdict", replies=[ok(judge_reply(0.8), **TOKENS)]))
+    mistral_server.add(
+        Rule(about="src/inventory/reports.py", replies=[ok(files_reply(GOOD), **TOKENS)])
+    )
+    mistral_server.add(
+        Rule(
+            about="src/inventory/errors.py",
+            replies=[
+                ok(files_reply(NOT_LOADING, "tests/test_errors.py"), **TOKENS),
+                ok(files_reply(ERRORS_TEST, "tests/test_errors.py"), **TOKENS),
+            ],
+        )
+    )
+
+    code = run(repo, json_out=True, only=ONLY)
+
+    doc = _json(capsys)
+    assert code == 0, doc
+    verdicts = {f["source"]: (f["verdict"], f["iterations"]) for f in doc["nightly"]["files"]}
+    assert verdicts == {
+        "src/inventory/errors.py": ("accepted", 2),
+        "src/inventory/reports.py": ("accepted", 1),
+    }
+    table = doc["table"]
+    # reports.py: loaded and passed at once; errors.py: its first draft did not load.
+    assert (table["files"], table["accepted"]) == (2, 2)
+    assert table["first_draft_load_rate"] == 0.5
+    assert table["first_draft_pass_rate"] == 0.5
+    assert table["mean_iterations_to_pass"] == 1.5
+    files = doc["nightly"]["files"]
+    before = [f["coverage_before"] for f in files]
+    after = [f["coverage_after"] for f in files]
+    assert table["coverage_before"] == round(sum(before) / 2, 4)
+    assert table["coverage_after"] == round(sum(after) / 2, 4)
+    assert table["coverage_after"] > table["coverage_before"]
+    # No spec existed for either file (static score 0); the judge scored both 0.8.
+    assert table["judge"] == [
+        {"kind": "python", "files": 2, "judge_before": 0.0, "judge_after": 0.8}
+    ]
+    # 5 calls (3 generator rounds, 2 judge verdicts) of 110 tokens each.
+    assert len(mistral_server.requests) == 5
+    assert table["tokens"] == 550 and table["tokens_per_file"] == 275.0
+    price = price_per_token("codestral-latest")
+    assert price is not None
+    assert table["cost_per_file_usd"] == pytest.approx(275 * price, abs=1e-6)
+    assert table["regressions"] == 0 and table["autonomous_fix_rate"] is None
+    assert doc["repair"] is None
+    # The user's repository: same HEAD, same branches, clean.
+    assert git(repo, "rev-parse", "HEAD").strip() == head
+    assert git(repo, "branch", "--list").split() == ["*", "main"]
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_bad_input_and_no_model_are_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run(tmp_path / "missing") == 2
+    assert "not a directory" in capsys.readouterr().err
+    repo = make_example_repo("py_inventory", tmp_path / "inv")
+    assert run(repo) == 2
+    err = capsys.readouterr().err
+    assert "eval needs a model" in err and err.count("\n") == 1
+    monkeypatch.setenv("AUTOPILOT_MODEL_URL", "http://127.0.0.1:9")
+    assert run(repo, regressions=-1) == 2
+    assert "--regressions" in capsys.readouterr().err
