@@ -132,8 +132,11 @@ def test_failed_file_is_retried_on_the_next_run_and_finished_files_are_reused(
     errors_rule.replies = [files_reply(ERRORS_TEST, "tests/test_errors.py")]
     errors_rule.served = 0
     seen = len(mistral_server.requests)
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", str(origin))
+    git(repo, "remote", "add", "origin", str(origin))
 
-    code = run(repo, only=only, json_out=True, archive=str(tmp_path / "arch"))
+    code = run(repo, only=only, json_out=True, archive=str(tmp_path / "arch"), push=True)
 
     second = _json(capsys)
     assert code == 0, second
@@ -143,6 +146,9 @@ def test_failed_file_is_retried_on_the_next_run_and_finished_files_are_reused(
     branch = str(second["branch"])
     assert git(repo, "show", f"{branch}:tests/test_reports.py") == GOOD
     assert git(repo, "show", f"{branch}:tests/test_errors.py") == ERRORS_TEST
+    # --push: the branch (and only it) reached the remote.
+    assert git(origin, "for-each-ref", "--format=%(refname)").split() == [f"refs/heads/{branch}"]
+    assert git(origin, "rev-parse", branch) == git(repo, "rev-parse", branch)
 
 
 @pytest.mark.parametrize(
