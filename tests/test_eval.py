@@ -11,11 +11,23 @@ import pytest
 
 from flows.commands.eval import run
 from tasks.evaluation import price_per_token
-from tests.examples_repo import git, make_example_repo
+from tasks.evaluation_mutations import (
+    Mutation,
+    apply,
+    choose,
+    covered_lines,
+    python_candidates,
+    ruby_candidates,
+    ruby_syntax_ok,
+)
+from tasks.toolchains import get_toolchain
+from tasks.types import FileCoverage
+from tests.examples_repo import SubprocessRunner, git, make_example_repo
 from tests.fakes.mistral_server import MistralServer, Rule, ok
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
 from tests.test_generation import GOOD, files_reply, judge_reply
 from tests.test_nightly_cli import ERRORS_TEST
+from tests.test_post_merge import diagnosis_json, is_surgeon
 
 # Imports a name errors.py does not define: the first draft cannot even be collected.
 NOT_LOADING = (
@@ -117,3 +129,122 @@ def test_bad_input_and_no_model_are_exit_2(
     monkeypatch.setenv("AUTOPILOT_MODEL_URL", "http://127.0.0.1:9")
     assert run(repo, regressions=-1) == 2
     assert "--regressions" in capsys.readouterr().err
+
+
+def _expected_mutation(tmp_path: Path, seed: int) -> tuple[Mutation, str, str]:
+    """The mutation eval will choose (same suite, same seed) on a scratch copy of the example,
+    with the original and mutated text of its file."""
+    scratch = make_example_repo("py_inventory", tmp_path / "scratch")
+    suite = get_toolchain("python-pytest").run_suite(scratch, SubprocessRunner())
+    sources = {p: (scratch / p).read_text() for p in suite.files}
+    [mutation], texts = choose(sources, suite.files, 1, seed=seed)
+    return mutation, sources[mutation.path], texts[mutation.path]
+
+
+def _revert_diff(mutation: Mutation, original: str, mutated: str) -> str:
+    old, new = original.splitlines(), mutated.splitlines()
+    n = mutation.line
+    return (
+        f"```diff\n--- a/{mutation.path}\n+++ b/{mutation.path}\n@@ -{n - 1},3 +{n - 1},3 @@\n"
+        f" {old[n - 2]}\n-{new[n - 1]}\n+{old[n - 1]}\n {old[n]}\n```\n"
+    )
+
+
+@pytest.mark.slow
+def test_injected_regression_is_repaired_and_counted_as_an_autonomous_fix(
+    repo: Path,
+    tmp_path: Path,
+    prefect_harness: None,
+    mistral_server: MistralServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    seed = 1
+    mutation, original, mutated = _expected_mutation(tmp_path, seed)
+    mistral_server.add(Rule(schema_name="judge_verdict", replies=[ok(judge_reply(0.8), **TOKENS)]))
+    mistral_server.add(
+        Rule(about="src/inventory/reports.py", replies=[ok(files_reply(GOOD), **TOKENS)])
+    )
+    mistral_server.add(Rule(schema_name="diagnosis", replies=[ok(diagnosis_json(), **TOKENS)]))
+    surgeon = ok(_revert_diff(mutation, original, mutated), **TOKENS)
+    mistral_server.add(Rule(when=is_surgeon, replies=[surgeon]))
+
+    code = run(repo, regressions=1, seed=seed, json_out=True, only=["src/inventory/reports.py"])
+
+    doc = _json(capsys)
+    assert code == 0, doc
+    assert doc["mutations"] == [mutation.describe()]
+    repair = doc["repair"]
+    assert repair is not None and repair["failures"] >= 1
+    assert [g["outcome"] for g in repair["groups"]] == ["fixed"]
+    table = doc["table"]
+    assert (table["regressions"], table["failure_groups"]) == (1, 1)
+    assert table["failing_tests"] == repair["failures"]
+    assert (table["autonomous_fix_rate"], table["human_intervention_rate"]) == (1.0, 0.0)
+    # Nightly: generator + judge; repair: diagnosis + surgeon; 110 tokens each, one file.
+    assert len(mistral_server.requests) == 4
+    assert table["tokens"] == 440 and table["tokens_per_file"] == 440.0
+    # The mutation and the fix branch lived in the clone only.
+    assert git(repo, "branch", "--list").split() == ["*", "main"]
+    assert git(repo, "status", "--porcelain") == ""
+    assert (repo / mutation.path).read_text() == original
+
+
+PY_SOURCE = '''\
+"""Prices: 10 < 20 in a docstring is never mutated."""
+
+LIMIT = 10  # a comment with 5 + 5
+
+
+def price(n: int) -> int:
+    if n >= LIMIT:
+        return n - 1
+    return n + 2
+'''
+
+
+def test_python_mutations_touch_covered_code_only_and_change_the_ast() -> None:
+    cov = FileCoverage(path="p.py", executable_lines=5, covered_lines=4, uncovered_lines=[9])
+    lines = covered_lines(PY_SOURCE, cov)
+    assert lines == {1, 3, 6, 7, 8, 9} - {9}
+    found = [m.describe() for m in python_candidates("p.py", PY_SOURCE, lines)]
+    assert found == [
+        "p.py:3: 10 -> 11",
+        "p.py:7: >= -> <",
+        "p.py:8: - -> +",
+        "p.py:8: 1 -> 2",
+    ]
+    assert covered_lines(PY_SOURCE, cov.model_copy(update={"covered_lines": 0})) == set()
+
+
+def test_ruby_mutations_skip_literals_and_pass_ruby_c() -> None:
+    source = (
+        "class Cart\n"
+        "  LIMIT = 3\n"
+        "  def big?(n)\n"
+        "    n > LIMIT\n"
+        "  end\n"
+        '  def label = "a > b"\n'
+        "  def sum(a, b) = a + b # 1 + 1\n"
+        "end\n"
+    )
+    cov = FileCoverage(path="cart.rb", executable_lines=8, covered_lines=8)
+    found = list(ruby_candidates("cart.rb", source, covered_lines(source, cov)))
+    assert [m.describe() for m in found] == [
+        "cart.rb:2: 3 -> 4",
+        "cart.rb:4: > -> <=",
+        "cart.rb:7: + -> -",
+    ]
+    chosen, texts = choose({"cart.rb": source}, {"cart.rb": cov}, 5)
+    assert len(chosen) == 3 and all(ruby_syntax_ok(t) for t in texts.values())
+    assert not ruby_syntax_ok("def x(\n")
+
+
+def test_choice_is_deterministic_one_per_line_and_bounded() -> None:
+    cov = FileCoverage(path="p.py", executable_lines=5, covered_lines=5)
+    first = choose({"p.py": PY_SOURCE}, {"p.py": cov}, 10, seed=3)
+    assert first == choose({"p.py": PY_SOURCE}, {"p.py": cov}, 10, seed=3)
+    mutations, texts = first
+    assert len({m.line for m in mutations}) == len(mutations) == 4  # lines 3, 7, 8, 9
+    mutated = texts["p.py"].splitlines()
+    for m in mutations:
+        assert mutated[m.line - 1] == apply(PY_SOURCE, m).splitlines()[m.line - 1]
