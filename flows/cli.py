@@ -115,6 +115,12 @@ def nightly(
         str | None, typer.Option("--dask", help="Dask scheduler address, or 'local'.")
     ] = None,
     push: Annotated[bool, typer.Option("--push", help="Push the result branch.")] = False,
+    max_model_calls: Annotated[
+        int | None, typer.Option("--max-model-calls", help="Model-call budget of the run.")
+    ] = None,
+    file_time_limit: Annotated[
+        float | None, typer.Option("--file-time-limit", help="Seconds per file (between steps).")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Generate and improve tests for the files that need it most; accepted work on a branch."""
@@ -132,6 +138,8 @@ def nightly(
             archive=archive,
             dask=dask,
             push=push,
+            max_model_calls=max_model_calls,
+            file_time_limit_s=file_time_limit,
             json_out=json_out,
             verbose=_verbose(ctx),
         )
@@ -170,6 +178,59 @@ def repair(
             json_out=json_out,
             verbose=_verbose(ctx),
         )
+    )
+
+
+@app.command()
+def serve(
+    ctx: typer.Context,
+    cron: Annotated[str, typer.Option("--cron", help="The nightly's schedule.")] = "0 2 * * *",
+    timezone: Annotated[str, typer.Option("--timezone", help="IANA timezone.")] = "UTC",
+    repo: Annotated[
+        str | None, typer.Option("--repo", help="Repository the nightly works on.")
+    ] = None,
+    ref: Annotated[str, typer.Option("--ref")] = "HEAD",
+    archive: Annotated[str | None, typer.Option("--archive")] = None,
+    max_files: Annotated[int | None, typer.Option("--max-files", min=1)] = None,
+    max_model_calls: Annotated[int | None, typer.Option("--max-model-calls", min=0)] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Flow runs at once.")] = None,
+) -> None:
+    """Serve the deployments (nightly cron, post-merge, audit) until interrupted."""
+    from flows.commands.serve import run
+
+    raise typer.Exit(
+        run(
+            cron=cron,
+            timezone=timezone,
+            repo=repo,
+            ref=ref,
+            archive=archive,
+            max_files=max_files,
+            max_model_calls=max_model_calls,
+            limit=limit,
+            verbose=_verbose(ctx),
+        )
+    )
+
+
+@app.command(name="eval")
+def eval_(
+    ctx: typer.Context,
+    repo: RepoOpt = Path("."),
+    regressions: Annotated[
+        int, typer.Option("--regressions", min=0, help="Mutations to inject, then repair.")
+    ] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the mutation choice.")] = 0,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="Glob of source files (repeatable).")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """The field reports' quality table: nightly (and repair of injected regressions)."""
+    from flows.commands.eval import run
+
+    raise typer.Exit(
+        run(repo, regressions, json_out=json_out, verbose=_verbose(ctx), seed=seed, only=only)
     )
 
 
