@@ -34,7 +34,7 @@ def free_port() -> int:
 class PrefectServer:
     """`prefect server start` on 127.0.0.1 with its own PREFECT_HOME; stopped by `stop()`."""
 
-    def __init__(self, home: Path, startup_timeout_s: float = 120.0) -> None:
+    def __init__(self, home: Path, startup_timeout_s: float = 300.0) -> None:
         self.home = home
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -59,6 +59,8 @@ class PrefectServer:
         self.home.mkdir(parents=True, exist_ok=True)
         env = self.env()
         del env["PREFECT_API_URL"]
+        # The UI's browser code calls this URL; its default is 127.0.0.1:4200, not our port.
+        env["PREFECT_UI_API_URL"] = self.api_url
         cmd = [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(self.port)]
         with self.log.open("wb") as out:
             # Own session: stop() ends the server and the services it forks, nothing else.
