@@ -15,7 +15,7 @@ $(SETUP_STAMP): pyproject.toml uv.lock scripts/setup.sh
 	touch $(SETUP_STAMP)
 
 demo: setup
-	$(VENV)/bin/autopilot audit --repo examples/rails_shop
+	$(VENV)/bin/autopilot nightly --repo examples/rails_shop
 
 lint: setup
 	$(VENV)/bin/ruff check .
