@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := ruby ruby-rspec ruby-rspec-rails ruby-rails ruby-factory-bot-rails ruby-simplecov \
-	rubocop ruby-sqlite3 ruby-rspec-junit-formatter bubblewrap git
+	rubocop ruby-sqlite3 ruby-rspec-junit-formatter bubblewrap git chromium chromium-driver
 SETUP_STAMP := $(VENV)/.setup-stamp
 
 .PHONY: setup demo test lint typecheck pytest bench clean
