@@ -34,7 +34,7 @@ def free_port() -> int:
 class PrefectServer:
     """`prefect server start` on 127.0.0.1 with its own PREFECT_HOME; stopped by `stop()`."""
 
-    def __init__(self, home: Path, startup_timeout_s: float = 300.0) -> None:
+    def __init__(self, home: Path, startup_timeout_s: float = 600.0) -> None:
         self.home = home
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
