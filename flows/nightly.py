@@ -37,6 +37,7 @@ from prefect.futures import as_completed
 from flows.audit import artifact_key, check_specs, map_sources, run_name
 from tasks.archive import open_archive
 from tasks.audit import build_report, specs_failing_to_load
+from tasks.charts import archive_quality_chart
 from tasks.config import Settings, load_settings
 from tasks.errors import ArchiveError, AutopilotError
 from tasks.generation import DEFAULT_MAX_ITERATIONS
@@ -303,6 +304,8 @@ def _archive(
         run.put_json("targets.json", [t.model_dump(mode="json") for t in targets])
         for outcome in report.files:
             archive_outcome(run, outcome)
+        if report.files:
+            report.chart_uri = archive_quality_chart(run, [o.public() for o in report.files])
         report.archive_uri = run.uri
         run.put_json("summary.json", report.public())
         run.put_text("summary.md", markdown_summary(report))

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tasks.archive import RunArchive
+from tasks.charts import chart_markdown
 from tasks.errors import ArchiveError
 from tasks.generation_types import FileOutcome
 
@@ -32,6 +33,7 @@ class NightlyReport(BaseModel):
     tokens: int = 0
     files: list[FileOutcome] = Field(default_factory=list)
     push_error: str | None = None
+    chart_uri: str | None = Field(None, description="The archived quality-by-kind chart")
 
     def public(self) -> dict[str, Any]:
         """Issue 5's JSON contract (plus ``push_error`` when a requested push failed)."""
@@ -131,7 +133,7 @@ def markdown_summary(report: NightlyReport) -> str:
         for f in problems:
             why = f.reasons[0] if f.reasons else ""
             lines.append(f"- `{f.source}`: {f.verdict} at {f.gate or '-'}: {why}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + chart_markdown(report.chart_uri)
 
 
 def _slug(source: str) -> str:
