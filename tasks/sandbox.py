@@ -21,6 +21,7 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -311,6 +312,13 @@ class BwrapRunner(Runner):
             "--bind",
             root,
             root,
+        ]
+        # So must our own interpreter (the python toolchain runs it) when it lives under /tmp,
+        # as it does in a checkout cloned there: read-only, like the rest of the system.
+        for path in _interpreter_dirs_under_tmp():
+            if not (root == path or root.startswith(path + "/")):
+                cmd += ["--ro-bind", path, path]
+        cmd += [
             "--clearenv",
         ]
         for name, value in env.items():
@@ -332,6 +340,13 @@ class BwrapRunner(Runner):
         if raw.exit_code == 1 and first and first[0].startswith("bwrap: "):
             raise SandboxError(f"sandbox setup failed for {argv[0]}: {first[0]}")
         return self._result(argv, raw, timeout_s)
+
+
+def _interpreter_dirs_under_tmp() -> list[str]:
+    """This process's interpreter directories that the sandbox's private /tmp would hide."""
+    dirs = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    dirs |= {os.path.abspath(p) for p in (sys.prefix, sys.exec_prefix)}
+    return sorted(d for d in dirs if d == "/tmp" or d.startswith("/tmp/"))
 
 
 class LocalRunner(Runner):

@@ -519,3 +519,22 @@ def test_docker_unreachable_fails_fast_and_clearly(
 def test_classify(exit_code: int, stderr: str, pids_hit: bool, reason: str | None) -> None:
     raw = RawResult(exit_code, "", stderr, 0.1, False, pids_hit)
     assert classify(raw, timeout_s=5, memory_mb=1, max_processes=64) == reason
+
+
+@pytest.mark.slow
+def test_our_interpreter_under_tmp_stays_visible_read_only(
+    runner: Runner, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A checkout cloned under /tmp has its venv there, which the private /tmp would hide.
+    prefix = tmp_path / "venv"
+    (prefix / "bin").mkdir(parents=True)
+    tool = prefix / "bin" / "tool"
+    tool.write_text("#!/bin/sh\necho from-venv\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(sys, "prefix", str(prefix))
+    res = runner.run([str(tool)], cwd=root)
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout == "from-venv\n"
+    denied = runner.run(["sh", "-c", f"echo x > {prefix}/bin/new"], cwd=root)
+    assert denied.exit_code != 0 and "Read-only" in denied.stderr
+    assert not (prefix / "bin" / "new").exists()
