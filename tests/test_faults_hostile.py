@@ -4,7 +4,6 @@ a repair patch, and prompt injection planted in source comments (nightly and rep
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -85,8 +84,9 @@ def test_one_gigabyte_report_parses_in_bounded_memory(tmp_path: Path) -> None:
         ("first", "passed"),
         ("last", "failed"),
     ]
+    # The probe's own RUSAGE_CHILDREN is the parse process alone; this test process's would
+    # include every child the suite ever started (rspec, servers) and prove nothing.
     assert int(rss_kib) < 200 * 1024, f"peak RSS {int(rss_kib) / 1024:.0f} MiB"
-    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 200 * 1024
 
 
 # -- hostile patches: symlinks out of the repository, binary diffs ---------------------------
