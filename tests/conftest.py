@@ -32,6 +32,25 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ["AUTOPILOT_HOME"] = old
 
 
+def _drain_prefect_services() -> None:
+    """Stop Prefect's process-wide client services (events worker, log worker, concurrency-slot
+    services). Each keeps the API client it was started with; one started while a test pointed
+    the process at its own server would go on talking to that server after it stopped."""
+    from prefect._internal.concurrency.services import _QueueServiceBase
+
+    _QueueServiceBase.drain_all(timeout=30, at_exit=False)
+
+
+@pytest.fixture(autouse=True)
+def _own_prefect_server_isolation(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.node.get_closest_marker("own_prefect_server") is None:
+        yield
+        return
+    _drain_prefect_services()
+    yield
+    _drain_prefect_services()
+
+
 @pytest.fixture(scope="session")
 def prefect_harness() -> Iterator[None]:
     """One Prefect test server for the whole session (~11 s to start), only when a test needs it."""

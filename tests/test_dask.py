@@ -22,7 +22,7 @@ from tests.fakes.mistral_server import mistral_server as mistral_server  # fixtu
 from tests.test_generation import GOOD, files_reply, judge_reply
 from tests.test_infra import PrefectServer, running_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_prefect_server]
 
 ERRORS_SPEC = "tests/test_errors.py"
 ERRORS_TEST = """\

@@ -147,7 +147,8 @@ def test_draft_that_does_not_load_is_fixed_with_the_load_error(
     generator = _generator_requests(mistral_server)
     assert [r.rule for r in generator] == ["generate", "fix"]
     fix_text = generator[1].text
-    assert "Load error" in fix_text and "SyntaxError" in fix_text  # the exact collection error
+    # The exact collection error (the whole prompt is shown when it is missing).
+    assert "Load error" in fix_text and "SyntaxError" in fix_text, fix_text
     assert SOURCE in fix_text
     assert outcome.model_calls == 3  # generate, fix, one judge sample
     assert outcome.tokens > 0

@@ -20,7 +20,7 @@ from tests.fakes.mistral_server import MistralServer, Rule
 from tests.test_infra import PrefectServer, running_server
 from tests.test_nightly_rails import GOOD_SPEC, ORDERS_FACTORY, reply
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own_prefect_server]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
