@@ -163,6 +163,13 @@ def repair(
         str | None, typer.Option("--archive", help="Directory or s3://bucket/prefix.")
     ] = None,
     json_out: JsonOpt = False,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            help="Go on from an earlier run (its run_id) in the same archive.",
+        ),
+    ] = None,
 ) -> None:
     """Repair failing tests after a merge: diagnose, patch, audit, hand off when unsure."""
     from flows.commands.repair import run
@@ -177,6 +184,7 @@ def repair(
             archive=archive,
             json_out=json_out,
             verbose=_verbose(ctx),
+            resume=resume,
         )
     )
 

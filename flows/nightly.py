@@ -126,6 +126,20 @@ def settings_for(repo: Path, min_coverage: float | None, min_judge: float | None
     return load_settings(repo, {"gates.min_coverage": min_coverage, "gates.min_judge": min_judge})
 
 
+def with_shared_model_limit(settings: Settings, name: str | None) -> Settings:
+    """The settings with `name` (or ``model.shared_limit``) as the model calls' shared limit,
+    which exists on the server afterwards; unchanged when neither names one."""
+    name = name or settings.model.shared_limit
+    if not name or not settings.model_configured:
+        return settings
+    from flows.runtime import ensure_shared_model_limit
+
+    slots = ensure_shared_model_limit(name, settings.model.max_concurrency)
+    log.info("model calls share the global concurrency limit %s (%d slots)", name, slots)
+    model = settings.model.model_copy(update={"shared_limit": name})
+    return settings.model_copy(update={"model": model})
+
+
 def _emit_rejections(report: NightlyReport) -> None:
     from prefect.events import emit_event
 
@@ -185,6 +199,7 @@ def nightly(
     push: bool = False,
     max_model_calls: int | None = None,
     file_time_limit_s: float | None = None,
+    shared_model_limit: str | None = None,
 ) -> NightlyReport:
     """Write or improve the tests of `repo` at `ref`; accepted files land on a new branch.
 
@@ -201,11 +216,16 @@ def nightly(
         max_model_calls: the run's model-call budget; files not started when it is spent are
             skipped, a file that would pass it ends as an error, the run ends cleanly.
         file_time_limit_s: wall-clock budget per file, checked between steps.
+        shared_model_limit: a Prefect global concurrency limit every model call of the run takes
+            a slot of (default ``model.shared_limit``); created with ``model.max_concurrency``
+            slots when missing. Needed when files run in several processes (Dask workers).
     """
     from prefect.runtime import flow_run
 
     path = Path(repo).resolve()
-    settings = settings_for(path, min_coverage, min_judge)
+    settings = with_shared_model_limit(
+        settings_for(path, min_coverage, min_judge), shared_model_limit
+    )
     root, sub = subdir_in_repo(path)
     commit = resolve_commit(root, ref)
     run_id = str(flow_run.id or uuid.uuid4())

@@ -29,7 +29,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.audit import artifact_key, run_name
-from tasks.archive import RunArchive, open_archive
+from tasks.archive import Archive, RunArchive, open_archive
 from tasks.config import Settings, load_settings
 from tasks.discovery import map_repo
 from tasks.errors import ArchiveError, AutopilotError, BadInputError
@@ -45,6 +45,7 @@ from tasks.repair import (
 from tasks.repair_branch import commit_fixes
 from tasks.repair_human import HumanDecision, hand_off
 from tasks.repair_loop import RepairEnv, now, run_group
+from tasks.repair_resume import load_state, reopen
 from tasks.repair_scout import NOT_A_REPORT, fill_test_files, group_failures, scout_log
 from tasks.reports import parse_reports
 from tasks.sandbox import make_runner
@@ -139,6 +140,7 @@ def post_merge(
     human_timeout: float | None = None,
     archive: str | None = None,
     human_poll_s: int = 10,
+    resume: str | None = None,
 ) -> dict[str, Any]:
     """Repair the failing tests of `repo` at `ref`; returns the summary (issue 6's JSON).
 
@@ -150,6 +152,8 @@ def post_merge(
         human_timeout: seconds to wait for a person per hand-off (default: settings).
         archive: archive URI (default: settings).
         human_poll_s: how often a paused run checks for an answer.
+        resume: the id of an earlier run in the same archive to go on from: its groups at
+            their last archived step, at its base commit (`reports` and `ref` are not used).
     """
     from prefect.runtime import flow_run
 
@@ -163,11 +167,11 @@ def post_merge(
         },
     )
     root, sub = subdir_in_repo(path)
-    commit = resolve_commit(root, ref)
     run_id = str(flow_run.id or uuid.uuid4())
-    run_archive = open_archive(settings.archive_uri, home=settings.home).run(
-        "post_merge", run_id, dt.date.today()
-    )
+    archive_root = open_archive(settings.archive_uri, home=settings.home)
+    earlier = _resumed_state(archive_root, resume) if resume else None
+    commit = resolve_commit(root, earlier.base_commit if earlier else ref)
+    run_archive = archive_root.run("post_merge", run_id, dt.date.today())
     saver = _Saver(run_archive)
     # The model is needed only when something fails (or a raw log needs the scout).
     client = ModelClient.from_settings(settings) if settings.model_configured else None
@@ -175,24 +179,29 @@ def post_merge(
         with worktree(root, commit) as wt:
             project = wt / sub if sub else wt
             mapping = map_repo(project, settings.toolchain)
-            cases, report_errors = scout(
-                path, list(reports or []), project, mapping.toolchain, settings, client
-            )
-            failing = fill_test_files(
-                [c for c in cases if c.status in ("failed", "error")], project
-            )
-            state = RepairState(
-                run_id=run_id,
-                repo=str(path),
-                project=sub,
-                base_commit=commit,
-                toolchain=mapping.toolchain,
-                archive_uri=run_archive.uri,
-                failures=len(failing),
-                report_errors=report_errors,
-                groups=[GroupState(group=g) for g in group_failures(failing, mapping)],
-            )
-            saver.run(state, "scout")
+            if earlier is not None:
+                state = reopen(earlier, run_id, run_archive.uri)
+                failing = [t for g in state.groups for t in g.group.tests]
+                saver.run(state, "resumed")
+            else:
+                cases, report_errors = scout(
+                    path, list(reports or []), project, mapping.toolchain, settings, client
+                )
+                failing = fill_test_files(
+                    [c for c in cases if c.status in ("failed", "error")], project
+                )
+                state = RepairState(
+                    run_id=run_id,
+                    repo=str(path),
+                    project=sub,
+                    base_commit=commit,
+                    toolchain=mapping.toolchain,
+                    archive_uri=run_archive.uri,
+                    failures=len(failing),
+                    report_errors=report_errors,
+                    groups=[GroupState(group=g) for g in group_failures(failing, mapping)],
+                )
+                saver.run(state, "scout")
             if state.groups and client is None:
                 for g in state.groups:
                     g.handoff_reasons.append(
@@ -230,18 +239,30 @@ def post_merge(
     return result
 
 
+def _resumed_state(archive: Archive, run_id: str) -> RepairState:
+    """The state of the archived run `run_id` (BadInputError when it cannot be resumed)."""
+    try:
+        return load_state(archive.find_run("post_merge", run_id))
+    except ArchiveError as exc:
+        raise BadInputError(f"cannot resume run {run_id}: {exc}") from None
+
+
 def _repair_groups(state: RepairState, env: RepairEnv, saver: _Saver, human_poll_s: int) -> None:
     """Every group in parallel, then the hand-offs one by one, then the fix branch.
 
     The human timeout bounds the whole wait, not each hand-off: ten groups needing a person
     never keep the run waiting ten times as long.
     """
-    futures = [repair_group.submit(g, env, saver) for g in state.groups]
-    state.groups = [f.result() for f in futures]
+    # Groups a person already decided (a resumed run) stay as they are.
+    open_groups = [g for g in state.groups if g.outcome is None]
+    futures = {g.group.id: repair_group.submit(g, env, saver) for g in open_groups}
+    state.groups = [
+        futures[g.group.id].result() if g.group.id in futures else g for g in state.groups
+    ]
     saver.run(state, "repaired")
     deadline = time.monotonic() + env.settings.repair.human_timeout_s
     for g in state.groups:
-        if g.step == "human":
+        if g.step == "human" and g.outcome is None:
             remaining = max(0.0, deadline - time.monotonic())
             hand_off(g, env, state.run_id, remaining, human_poll_s)
             saver.group(g, "human")

@@ -36,3 +36,31 @@ def flow_runtime(verbose: bool = False) -> Iterator[None]:
         for name in ("prefect", "prefect.flow_runs", "prefect.task_runs"):
             logging.getLogger(name).setLevel(level)
         yield
+
+
+SHARED_MODEL_LIMIT = "autopilot-model-calls"
+
+
+def ensure_shared_model_limit(name: str, slots: int) -> int:
+    """Make sure the Prefect global concurrency limit `name` exists; return its slot count.
+
+    Created with `slots` when missing. An existing limit keeps the size an operator gave it
+    (the Prefect UI's Concurrency page), so one limit can span several runs and machines.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            return client.read_global_concurrency_limit_by_name(name).limit
+        except ObjectNotFound:
+            pass
+        try:
+            client.create_global_concurrency_limit(
+                GlobalConcurrencyLimitCreate(name=name, limit=slots)
+            )
+        except ObjectAlreadyExists:  # another run created it meanwhile
+            return client.read_global_concurrency_limit_by_name(name).limit
+    log.info("created the global concurrency limit %s with %d slots", name, slots)
+    return slots

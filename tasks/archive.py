@@ -252,6 +252,31 @@ class RunArchive:
         spool = LocalStore(self.spool_dir / "objects")
         return self._guard(lambda: spool.create(relpath, data, entry.sha256, entry.content_type))
 
+    def keys(self) -> list[str]:
+        """The relative paths of every object stored for this run (manifest or not: a killed
+        run never wrote its manifest), sorted.
+
+        Raises:
+            ArchiveError: the store cannot be read.
+        """
+        start = len(self._prefix) + 1
+        return [k[start:] for k in self._read(lambda: self._archive.store.list(self._prefix))]
+
+    def get_bytes(self, relpath: str) -> bytes | None:
+        """The stored bytes at `relpath`, None when absent.
+
+        Raises:
+            ArchiveError: the store cannot be read.
+        """
+        key = f"{self._prefix}/{validate_relpath(relpath)}"
+        return self._read(lambda: self._archive.store.get(key))
+
+    def _read(self, fn: Callable[[], T]) -> T:
+        try:
+            return self._guard(fn)
+        except StoreUnavailable as exc:
+            raise ArchiveError(str(exc)) from None
+
     def _remote_sha(self, relpath: str) -> str | None:
         key = f"{self._prefix}/{relpath}"
         return self._guard(lambda: self._archive.store.sha256_of(key))
@@ -298,6 +323,22 @@ class Archive:
     def run(self, flow: str, run_id: str, date: dt.date | None = None) -> RunArchive:
         """The folder `<flow>/<YYYY-MM-DD>/<run-id>` (date defaults to today, UTC)."""
         return RunArchive(self, flow, date or dt.datetime.now(dt.UTC).date(), run_id)
+
+    def find_run(self, flow: str, run_id: str) -> RunArchive:
+        """The archived run `run_id` of `flow`, whatever day it ran.
+
+        Raises:
+            ArchiveError: no such run in this archive, or the store cannot be read.
+        """
+        flow, run_id = _segment(flow, "flow"), _segment(run_id, "run id")
+        try:
+            keys = self.store.list(flow)
+        except (StoreUnavailable, OSError) as exc:
+            raise ArchiveError(f"{self.uri}: {exc}") from None
+        dates = sorted({k.split("/")[1] for k in keys if k.split("/")[2:3] == [run_id]})
+        if not dates:
+            raise ArchiveError(f"{self.store.describe(flow)}: no archived {flow} run {run_id}")
+        return RunArchive(self, flow, dt.date.fromisoformat(dates[-1]), run_id)
 
     def sync_spool(self, only_finalized: bool = False) -> SpoolSync:
         """Upload every run this archive left in the spool; each run succeeds or fails alone.

@@ -6,13 +6,14 @@ archive can tell "same content, nothing to do" from "different content, refuse".
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -70,6 +71,17 @@ class LocalStore:
             return (self.root / key).read_bytes()
         except FileNotFoundError:
             return None
+
+    def list(self, prefix: str) -> list[str]:
+        """Every key under `prefix` (a folder), sorted; temporary files excluded."""
+        base = self.root / prefix
+        if not base.is_dir():
+            return []
+        return sorted(
+            p.relative_to(self.root).as_posix()
+            for p in base.rglob("*")
+            if p.is_file() and not p.name.endswith(".tmp")
+        )
 
     def replace(self, key: str, data: bytes, content_type: str) -> None:
         path = self.root / key
@@ -175,6 +187,25 @@ class S3Store:
             "GET", key, lambda: self.client.get_object(Bucket=self.bucket, Key=k), (404,)
         )
         return None if obj is None else bytes(obj["Body"].read())
+
+    def list(self, prefix: str) -> list[str]:
+        """Every key under `prefix` (a folder), sorted, relative to the store's prefix."""
+        start = self._key(prefix.rstrip("/") + "/")
+        keys: list[str] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": start}
+            if token:
+                kwargs["ContinuationToken"] = token
+            page = self._call(
+                "LIST", prefix, functools.partial(self.client.list_objects_v2, **kwargs)
+            )
+            assert page is not None  # no status is treated as absent
+            strip = len(self.prefix) + 1 if self.prefix else 0
+            keys.extend(str(o["Key"])[strip:] for o in page.get("Contents", []))
+            token = page.get("NextContinuationToken")
+            if not token:
+                return sorted(keys)
 
     def replace(self, key: str, data: bytes, content_type: str) -> None:
         k = self._key(key)

@@ -43,6 +43,11 @@ class ModelSettings(BaseModel):
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int = Field(8192, gt=0)
     judge_samples: int = Field(3, ge=1, description="LLM judge samples; the median counts")
+    shared_limit: str | None = Field(
+        None,
+        description="Prefect global concurrency limit every model call takes a slot of, across "
+        "processes and machines (the nightly sets 'autopilot-model-calls' on a Dask cluster)",
+    )
 
 
 class GateSettings(BaseModel):

@@ -7,22 +7,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from tasks.gate import GateName
-from tasks.types import SourceKind, ValidationResult
+from tasks.types import Exchange, SourceKind, ValidationResult
+
+__all__ = ["Exchange", "FileOutcome", "JudgeRecord", "Verdict"]
 
 Verdict = Literal["accepted", "rejected", "error", "skipped"]
-
-
-class Exchange(BaseModel):
-    """One generator call: the rendered prompt and every reply text (re-asks included)."""
-
-    iteration: int
-    prompt_name: str
-    prompt_version: str
-    prompt_sha256: str
-    messages: list[dict[str, str]]
-    replies: list[str] = Field(default_factory=list)
-    tokens: int = 0
-    error: str | None = None
 
 
 class JudgeRecord(BaseModel):

@@ -86,6 +86,7 @@ class ModelClient:
         temperature: float = 0.0,
         max_tokens: int = 8192,
         backoff: transport.Backoff | None = None,
+        shared_limit: str | None = None,
     ) -> None:
         """Build a client; most callers want :meth:`from_settings`.
 
@@ -100,6 +101,8 @@ class ModelClient:
             temperature: sampling temperature.
             max_tokens: reply length limit.
             backoff: backoff shape for transport retries.
+            shared_limit: a Prefect global concurrency limit each call also takes a slot of,
+                so processes on several machines (Dask workers) share one limit.
         """
         missing = [r for r in ROLES if r != "scout" and r not in models]
         if missing:
@@ -110,6 +113,7 @@ class ModelClient:
         self.max_retries = max_retries
         self.max_reasks = max_reasks
         self.max_concurrency = max_concurrency
+        self.shared_limit = shared_limit
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.backoff = backoff or transport.Backoff()
@@ -159,6 +163,7 @@ class ModelClient:
             max_concurrency=m.max_concurrency,
             temperature=m.temperature,
             max_tokens=m.max_tokens,
+            shared_limit=m.shared_limit,
             **kwargs,
         )
 
@@ -213,6 +218,7 @@ class ModelClient:
         schema_name: str,
         prompt: PromptInfo,
         about: str,
+        replies: list[str] | None = None,
     ) -> tuple[M, CallRecord]:
         """A reply validated against `schema`, requested as a strict JSON schema `schema_name`.
 
@@ -220,6 +226,7 @@ class ModelClient:
         "schema": <schema's JSON schema, additionalProperties false>, "strict": true}}``.
 
         Fenced JSON is accepted; invalid JSON or a schema mismatch is re-asked with the error.
+        With `replies`, every raw reply text (re-asked ones included) is appended to it.
 
         Raises:
             ReplyFormatError: still malformed after max_reasks re-asks.
@@ -236,6 +243,7 @@ class ModelClient:
             prompt=prompt,
             about=about,
             response_format=response_format,
+            replies=replies,
         )
 
     def complete_parsed(
@@ -246,16 +254,18 @@ class ModelClient:
         *,
         prompt: PromptInfo,
         about: str,
+        replies: list[str] | None = None,
     ) -> tuple[T, CallRecord]:
         """A free-text reply run through `parser` (e.g. parse_files_reply), re-asked on failure.
 
         `parser` signals a bad reply by raising ReplyFormatError; its message goes to the model.
+        With `replies`, every raw reply text (re-asked ones included) is appended to it.
 
         Raises:
             ReplyFormatError: still malformed after max_reasks re-asks.
             ModelError: transport failed after retries.
         """
-        return self._ask(role, messages, parser, prompt=prompt, about=about)
+        return self._ask(role, messages, parser, prompt=prompt, about=about, replies=replies)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -268,6 +278,7 @@ class ModelClient:
         prompt: PromptInfo,
         about: str,
         response_format: dict[str, Any] | None = None,
+        replies: list[str] | None = None,
     ) -> tuple[T, CallRecord]:
         if role not in self._models:
             raise ModelError(f"unknown model role {role!r}")
@@ -285,6 +296,8 @@ class ModelClient:
         try:
             while True:
                 text = self._send(record, outgoing, response_format)
+                if replies is not None:  # every raw reply, re-asked ones included (archive)
+                    replies.append(text)
                 try:
                     value = parser(text)
                 except ReplyFormatError as exc:
@@ -322,7 +335,10 @@ class ModelClient:
         try:
             while True:
                 try:
-                    with transport.concurrency_limit(self.max_concurrency):
+                    with (
+                        transport.concurrency_limit(self.max_concurrency),
+                        transport.shared_slot(self.shared_limit),
+                    ):
                         res = self._sdk.chat.complete(
                             model=record.model,
                             messages=cast(Any, messages),

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -209,3 +211,20 @@ def concurrency_limit(size: int) -> threading.BoundedSemaphore:
             _limit = threading.BoundedSemaphore(size)
             _limit_size = size
         return _limit
+
+
+@contextmanager
+def shared_slot(name: str | None) -> Iterator[None]:
+    """One slot of the Prefect global concurrency limit `name` for the duration of a call.
+
+    The process-wide semaphore bounds one process; this bounds every process that names the
+    same limit (Dask workers on several machines). Strict: a limit that does not exist is an
+    error, never a silent "no limit". None: nothing to take.
+    """
+    if name is None:
+        yield
+        return
+    from prefect.concurrency.sync import concurrency
+
+    with concurrency(name, occupy=1, strict=True):
+        yield

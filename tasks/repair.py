@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.config import RepairSettings
 from tasks.replies import Diagnosis
-from tasks.types import TestCaseResult
+from tasks.types import Exchange, TestCaseResult
 
 Verdict = Literal["PASSED", "NEEDS_REVISION", "RISKY"]
 Outcome = Literal["fixed", "needs_human", "risky", "failed"]
@@ -121,6 +121,9 @@ class GroupState(_Model):
 
     group: FailureGroup
     step: Step = "diagnose"
+    failed_step: Step | None = Field(
+        None, description="The step a tool failure interrupted (a resumed run retries it)"
+    )
     context: GroupContext | None = None
     diagnoses: list[Diagnosis] = Field(default_factory=list)
     attempts: list[Attempt] = Field(default_factory=list)
@@ -132,6 +135,9 @@ class GroupState(_Model):
     final_patch: str | None = None
     commit: str | None = None
     tokens: int = 0
+    exchanges: list[Exchange] = Field(
+        default_factory=list, description="Every diagnostician and surgeon prompt and reply"
+    )
     started_at: dt.datetime | None = None
     finished_at: dt.datetime | None = None
 
@@ -155,6 +161,7 @@ class RepairState(_Model):
     toolchain: str
     branch: str | None = None
     archive_uri: str | None = None
+    resumed_from: str | None = Field(None, description="The run id this run resumed")
     failures: int = 0
     report_errors: list[str] = Field(default_factory=list)
     groups: list[GroupState] = Field(default_factory=list)

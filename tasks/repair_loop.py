@@ -92,6 +92,9 @@ def _step(state: GroupState, env: RepairEnv, save: SaveFn) -> None:
         save(state, "audit")
 
 
+TOOL_FAILED = "a tool failed"
+
+
 def run_group(state: GroupState, env: RepairEnv, save: SaveFn) -> GroupState:
     """Advance `state` until it is done (a PASSED patch) or needs a person.
 
@@ -107,7 +110,8 @@ def run_group(state: GroupState, env: RepairEnv, save: SaveFn) -> GroupState:
             _step(state, env, save)
     except Exception as exc:  # the boundary of one group: report it, never crash the run
         log.warning("group %s: tool failed: %s: %s", state.group.id, type(exc).__name__, exc)
-        state.handoff_reasons.append(f"a tool failed: {type(exc).__name__}: {exc}")
+        state.handoff_reasons.append(f"{TOOL_FAILED}: {type(exc).__name__}: {exc}")
+        state.failed_step = state.step  # where a resumed run picks the group up again
         state.step = "human"
         save(state, "tool-failed")
     if state.step == "done" and state.attempts:

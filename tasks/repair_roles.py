@@ -14,15 +14,15 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from tasks.errors import BadInputError
+from tasks.errors import AutopilotError, BadInputError
 from tasks.model import ModelClient, parse_diff_reply
-from tasks.prompts import render
+from tasks.prompts import RenderedPrompt, render
 from tasks.repair import CodeSnippet, FailureGroup, GroupContext, GroupState
 from tasks.repair_cache import ReplyCache, reply_key
 from tasks.repair_scout import error_type_of, is_test_path
 from tasks.replies import Diagnosis, schema_text
 from tasks.secrets import read_for_prompt
-from tasks.types import TestCaseResult
+from tasks.types import Exchange, TestCaseResult
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,19 @@ def build_context(project: Path, group: FailureGroup, language: str) -> GroupCon
     )
 
 
+def _exchange(state: GroupState, prompt: RenderedPrompt) -> Exchange:
+    """A new archived exchange on the group for this prompt (its replies are filled in later)."""
+    exchange = Exchange(
+        iteration=len(state.exchanges) + 1,
+        prompt_name=prompt.meta.name,
+        prompt_version=prompt.meta.version,
+        prompt_sha256=prompt.meta.sha256,
+        messages=prompt.messages(),
+    )
+    state.exchanges.append(exchange)
+    return exchange
+
+
 def diagnose(client: ModelClient, state: GroupState, cache: ReplyCache | None = None) -> Diagnosis:
     """Ask the diagnostician about the group (with the feedback of a rejected diagnosis).
 
@@ -200,19 +213,29 @@ def diagnose(client: ModelClient, state: GroupState, cache: ReplyCache | None = 
     key = reply_key(
         "diagnostician", client.model_for("diagnostician"), prompt.meta, prompt.messages()
     )
+    exchange = _exchange(state, prompt)
     cached = cache.get(key) if cache else None
     if cached is not None:
         with contextlib.suppress(ValidationError):
-            return Diagnosis.model_validate_json(cached)
-    diagnosis, record = client.structured(
-        "diagnostician",
-        prompt.messages(),
-        Diagnosis,
-        schema_name="diagnosis",
-        prompt=prompt.meta,
-        about=ctx.path,
-    )
-    state.tokens += record.input_tokens + record.output_tokens
+            diagnosis = Diagnosis.model_validate_json(cached)
+            exchange.replies.append(cached)
+            exchange.cached = True
+            return diagnosis
+    try:
+        diagnosis, record = client.structured(
+            "diagnostician",
+            prompt.messages(),
+            Diagnosis,
+            schema_name="diagnosis",
+            prompt=prompt.meta,
+            about=ctx.path,
+            replies=exchange.replies,
+        )
+    except AutopilotError as exc:
+        exchange.error = str(exc)
+        raise
+    exchange.tokens = record.input_tokens + record.output_tokens
+    state.tokens += exchange.tokens
     if cache:
         cache.put(key, diagnosis.model_dump_json())
     return diagnosis
@@ -250,13 +273,26 @@ def surgeon(client: ModelClient, state: GroupState, cache: ReplyCache | None = N
         style_notes="",
     )
     key = reply_key("surgeon", client.model_for("surgeon"), prompt.meta, prompt.messages())
+    exchange = _exchange(state, prompt)
     cached = cache.get(key) if cache else None
     if cached is not None:
+        exchange.replies.append(cached)
+        exchange.cached = True
         return cached
-    patch, record = client.complete_parsed(
-        "surgeon", prompt.messages(), parse_diff_reply, prompt=prompt.meta, about=ctx.path
-    )
-    state.tokens += record.input_tokens + record.output_tokens
+    try:
+        patch, record = client.complete_parsed(
+            "surgeon",
+            prompt.messages(),
+            parse_diff_reply,
+            prompt=prompt.meta,
+            about=ctx.path,
+            replies=exchange.replies,
+        )
+    except AutopilotError as exc:
+        exchange.error = str(exc)
+        raise
+    exchange.tokens = record.input_tokens + record.output_tokens
+    state.tokens += exchange.tokens
     if cache:
         cache.put(key, patch)
     return patch

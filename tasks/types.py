@@ -205,3 +205,19 @@ class Finding(_Model):
 class StaticVerdict(_Model):
     score: float = Field(ge=0, le=1)
     findings: list[Finding] = Field(default_factory=list)
+
+
+class Exchange(BaseModel):
+    """One model call as archived: the rendered prompt and every reply text (re-asks included).
+
+    `cached`: the reply came from the reply cache, no call was made."""
+
+    iteration: int
+    prompt_name: str
+    prompt_version: str
+    prompt_sha256: str
+    messages: list[dict[str, str]]
+    replies: list[str] = Field(default_factory=list)
+    tokens: int = 0
+    error: str | None = None
+    cached: bool = False

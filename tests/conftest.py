@@ -41,14 +41,25 @@ def _drain_prefect_services() -> None:
     _QueueServiceBase.drain_all(timeout=30, at_exit=False)
 
 
-@pytest.fixture(autouse=True)
-def _own_prefect_server_isolation(request: pytest.FixtureRequest) -> Iterator[None]:
+def _isolate(request: pytest.FixtureRequest) -> Iterator[None]:
     if request.node.get_closest_marker("own_prefect_server") is None:
         yield
         return
     _drain_prefect_services()
     yield
     _drain_prefect_services()
+
+
+# Both scopes: module fixtures of such a module (a nightly run once for several tests) start
+# after the module-level reset, and each test's own switch is undone after it.
+@pytest.fixture(autouse=True, scope="module")
+def _own_prefect_server_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from _isolate(request)
+
+
+@pytest.fixture(autouse=True)
+def _own_prefect_server_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from _isolate(request)
 
 
 @pytest.fixture(scope="session")

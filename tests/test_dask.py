@@ -119,6 +119,7 @@ def test_tasks_run_in_the_dask_worker_processes_and_report_to_the_server(
 
 def test_nightly_with_dask_address_runs_per_file_tasks_on_the_workers(
     cluster: Any,
+    server: PrefectServer,
     mistral_server: MistralServer,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
@@ -131,6 +132,10 @@ def test_nightly_with_dask_address_runs_per_file_tasks_on_the_workers(
     # Settings travel to the workers inside each file job; these env vars are read here.
     monkeypatch.setenv("AUTOPILOT_GATES__FLAKY_RUNS", "1")
     monkeypatch.setenv("AUTOPILOT_MODEL__JUDGE_SAMPLES", "1")
+    # One model call in flight for the whole cluster: each worker process has its own
+    # semaphore of 1, so only the limit on the server can keep the two files' calls apart.
+    monkeypatch.setenv("AUTOPILOT_MODEL__MAX_CONCURRENCY", "1")
+    mistral_server.latency_s = 0.4
     repo = make_example_repo("py_inventory", tmp_path / "inv")
     mistral_server.add(Rule(schema_name="judge_verdict", replies=[judge_reply(0.8)]))
     mistral_server.add(
@@ -160,3 +165,7 @@ def test_nightly_with_dask_address_runs_per_file_tasks_on_the_workers(
     executed = [t for t in stream.data if "generate" in str(t["key"])]
     assert len(executed) == 2, [t["key"] for t in stream.data]
     assert {t["worker"] for t in executed} <= set(workers)
+    # The model calls of both workers took slots of one global concurrency limit.
+    limit = server.get("/v2/concurrency_limits/autopilot-model-calls")
+    assert limit["limit"] == 1 and limit["active_slots"] == 0
+    assert doc["model_calls"] >= 4 and mistral_server.max_in_flight == 1

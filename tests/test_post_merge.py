@@ -20,7 +20,7 @@ import pytest
 
 from tasks.toolchains import get_toolchain
 from tests.examples_repo import SubprocessRunner, git, make_example_repo
-from tests.fakes.mistral_server import MistralServer, RecordedRequest, Rule
+from tests.fakes.mistral_server import MistralServer, RecordedRequest, Rule, error
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
 
 pytestmark = pytest.mark.slow
@@ -181,6 +181,17 @@ def test_fixed_on_the_first_patch_and_committed_on_a_fix_branch(
     assert sum(c["input_tokens"] + c["output_tokens"] for c in calls) == m["tokens"]
     steps = [k.rsplit("-", 1)[-1] for k in keys if k.startswith(f"groups/{group['id']}/")]
     assert steps == ["context.json", "diagnose.json", "surgeon.json", "audit.json"]
+    # Every prompt the models received and every reply they gave, in the archived state.
+    audit_key = next(k for k in keys if k.startswith(f"groups/{group['id']}/") and "audit" in k)
+    exchanges = json.loads((found["dir"] / audit_key).read_text())["exchanges"]
+    assert [e["prompt_name"] for e in exchanges] == ["diagnose", "surgeon"]
+    surgeon_request = next(r for r in mistral_server.requests if is_surgeon(r))
+    assert [m["content"] for m in exchanges[1]["messages"]] == [
+        m["content"] for m in surgeon_request.messages
+    ]
+    assert "(10, 5))" in exchanges[1]["replies"][0]
+    assert json.loads(exchanges[0]["replies"][0])["wrong_side"] == "code"
+    assert not any(e["cached"] for e in exchanges)
 
 
 def test_fixed_on_a_revision_that_carries_the_first_patch_and_its_rerun(
@@ -307,6 +318,52 @@ def test_an_unanswered_hand_off_ends_needs_human_with_its_state_archived(
     event = wait_for_event("autopilot.human.needed", f"{result['run_id']}.{group['id']}")
     assert event.payload["group"] == group["id"]
     assert any("RISKY" in r for r in event.payload["reasons"])
+
+
+def test_a_run_stopped_by_a_model_outage_resumes_from_its_archived_state(
+    tmp_path: Path,
+    prefect_harness: None,
+    mistral_server: MistralServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    repo, report, head = regressed_repo(tmp_path)
+    monkeypatch.setenv("AUTOPILOT_MODEL__MAX_RETRIES", "0")
+    surgeon_rule = script(mistral_server, [error(503, body="model overloaded")])
+
+    first = run_flow(repo, report, tmp_path, human_timeout=0)
+
+    [group] = first["groups"]
+    assert group["outcome"] == "needs_human" and first["branch"] is None
+    assert group["diagnosis"]["wrong_side"] == "code"  # the diagnosis was paid for
+    # The outage is over; the run goes on from its archive, not from the report.
+    surgeon_rule.replies = [patch_to(5)]
+    diagnoses_before = sum(1 for r in mistral_server.requests if r.schema_name == "diagnosis")
+
+    second = run_flow(repo, None, tmp_path, resume=first["run_id"])
+
+    [group] = second["groups"]
+    assert (group["outcome"], group["attempts"]) == ("fixed", 1), group["reasons"]
+    assert f"resumed from run {first['run_id']} at step surgeon" in group["reasons"]
+    # The surgeon was asked again; the diagnostician was not.
+    assert sum(1 for r in mistral_server.requests if r.schema_name == "diagnosis") == (
+        diagnoses_before
+    )
+    assert second["run_id"] != first["run_id"] and second["base_commit"] == head
+    assert "(10, 5))" in branch_file(repo, second["branch"], PRICING)
+    found = archived(tmp_path, second["run_id"])
+    [start] = [k for k in found["keys"] if k.endswith("-resumed.json")]
+    assert json.loads((found["dir"] / start).read_text())["resumed_from"] == first["run_id"]
+    assert_user_tree_untouched(repo, head)
+
+
+def test_resuming_a_run_the_archive_does_not_have_is_bad_input(
+    tmp_path: Path, prefect_harness: None, mistral_server: MistralServer
+) -> None:
+    from tasks.errors import BadInputError
+
+    repo, _, _ = regressed_repo(tmp_path)
+    with pytest.raises(BadInputError, match="cannot resume run no-such-run"):
+        run_flow(repo, None, tmp_path, resume="no-such-run")
 
 
 def wait_for_event(name: str, resource_suffix: str) -> Any:

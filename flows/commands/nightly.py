@@ -160,7 +160,7 @@ def run(
     from prefect import tags
 
     from flows.nightly import settings_for
-    from flows.runtime import flow_runtime
+    from flows.runtime import SHARED_MODEL_LIMIT, flow_runtime
 
     workers = settings_for(repo, min_coverage, min_judge).model.max_concurrency
     try:
@@ -177,6 +177,8 @@ def run(
                 push=push,
                 max_model_calls=max_model_calls,
                 file_time_limit_s=file_time_limit_s,
+                # Worker processes each have their own semaphore: one limit on the server.
+                shared_model_limit=SHARED_MODEL_LIMIT if dask and dask != "local" else None,
             )
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)

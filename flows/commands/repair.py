@@ -92,6 +92,7 @@ def run(
     archive: str | None = None,
     json_out: bool = False,
     verbose: bool = False,
+    resume: str | None = None,
 ) -> int:
     """Run the post-merge repair flow on `repo` and print its summary (JSON or a table).
 
@@ -104,6 +105,7 @@ def run(
         archive: Archive URI (directory or s3://bucket/prefix).
         json_out: Print issue 6's JSON document on stdout.
         verbose: Log progress (INFO) on stderr.
+        resume: An earlier run's id: go on from its archived state (reports and ref unused).
 
     Returns:
         0 every group fixed, 1 some group not fixed, 2 bad input (one line on stderr).
@@ -121,6 +123,7 @@ def run(
                 max_retries=max_retries,
                 human_timeout=human_timeout,
                 archive=archive,
+                resume=resume,
             )
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)

@@ -1,0 +1,54 @@
+"""The model calls' shared limit: a Prefect global concurrency limit on a real (test) server."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from flows.runtime import ensure_shared_model_limit
+from tasks.model_transport import shared_slot
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_limit_is_created_once_and_an_operators_size_is_kept(prefect_harness: None) -> None:
+    assert ensure_shared_model_limit("autopilot-test-created", 3) == 3
+    # Existing: the size on the server wins over the run's max_concurrency.
+    assert ensure_shared_model_limit("autopilot-test-created", 9) == 3
+
+
+def test_a_missing_limit_is_an_error_not_an_unlimited_call(prefect_harness: None) -> None:
+    from prefect.concurrency._asyncio import ConcurrencySlotAcquisitionError
+
+    with pytest.raises(ConcurrencySlotAcquisitionError), shared_slot("autopilot-test-missing"):
+        pass
+
+
+def test_callers_holding_slots_never_exceed_the_limit(prefect_harness: None) -> None:
+    ensure_shared_model_limit("autopilot-test-two", 2)
+    lock = threading.Lock()
+    now = peak = 0
+
+    def call() -> None:
+        nonlocal now, peak
+        with shared_slot("autopilot-test-two"):
+            with lock:
+                now += 1
+                peak = max(peak, now)
+            time.sleep(0.3)
+            with lock:
+                now -= 1
+
+    threads = [threading.Thread(target=call) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert peak == 2  # five callers, two slots: two at a time, never three
+
+
+def test_no_name_takes_no_slot() -> None:
+    with shared_slot(None):
+        pass
