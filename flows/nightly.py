@@ -285,6 +285,10 @@ def nightly(
     if client is not None:
         report.model_calls, report.tokens = client.calls, client.tokens
         client.close()
+    else:  # the files ran in other processes (Dask workers): each outcome counts its own
+        fresh = [o for o in outcomes if not o.cached]
+        report.model_calls = sum(o.model_calls for o in fresh)
+        report.tokens = sum(o.tokens for o in fresh)
     files = merge_accepted(outcomes, prefix=sub)
     if files:
         branch = unique_branch_name(root, f"autopilot/nightly-{today.isoformat()}")

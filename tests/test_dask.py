@@ -135,7 +135,7 @@ def test_nightly_with_dask_address_runs_per_file_tasks_on_the_workers(
     # One model call in flight for the whole cluster: each worker process has its own
     # semaphore of 1, so only the limit on the server can keep the two files' calls apart.
     monkeypatch.setenv("AUTOPILOT_MODEL__MAX_CONCURRENCY", "1")
-    mistral_server.latency_s = 0.4
+    mistral_server.latency_s = 1.0
     repo = make_example_repo("py_inventory", tmp_path / "inv")
     mistral_server.add(Rule(schema_name="judge_verdict", replies=[judge_reply(0.8)]))
     mistral_server.add(
@@ -166,6 +166,12 @@ def test_nightly_with_dask_address_runs_per_file_tasks_on_the_workers(
     assert len(executed) == 2, [t["key"] for t in stream.data]
     assert {t["worker"] for t in executed} <= set(workers)
     # The model calls of both workers took slots of one global concurrency limit.
+    # They ran at the same time on two workers, yet never had two model calls in flight.
+    spans = sorted(
+        (min(s["start"] for s in t["startstops"]), max(s["stop"] for s in t["startstops"]))
+        for t in executed
+    )
+    assert len({t["worker"] for t in executed}) == 2 and spans[1][0] < spans[0][1]
+    assert doc["model_calls"] >= 4 and mistral_server.max_in_flight == 1
     limit = server.get("/v2/concurrency_limits/autopilot-model-calls")
     assert limit["limit"] == 1 and limit["active_slots"] == 0
-    assert doc["model_calls"] >= 4 and mistral_server.max_in_flight == 1
