@@ -70,6 +70,17 @@ def test_weak_test_still_passes(inv: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_run_without_coverage_reports_the_same_tests_and_no_coverage(inv: Path) -> None:
+    runner = runner_for(inv)
+    result = TC.run_specs(
+        inv, ["tests/test_pricing.py"], "src/inventory/pricing.py", runner, coverage=False
+    )
+    assert result.passed and len(result.examples) == 4
+    assert result.coverage is None
+    assert not any(".coverage" in p.name for p in inv.rglob(".coverage*"))
+
+
+@pytest.mark.slow
 def test_syntax_error_means_not_loaded(inv: Path) -> None:
     write(inv, "tests/test_reports.py", "from inventory import reports\n\ndef test_x(:\n    pass\n")
     result = TC.run_specs(

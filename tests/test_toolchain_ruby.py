@@ -95,6 +95,20 @@ def test_weak_spec_still_passes(shop: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_run_without_coverage_reports_the_same_examples_and_no_coverage(shop: Path) -> None:
+    result = TC.run_specs(
+        shop,
+        ["spec/serializers/product_serializer_spec.rb"],
+        "app/serializers/product_serializer.rb",
+        runner_for(shop),
+        coverage=False,
+    )
+    assert result.passed
+    assert [e.name for e in result.examples] == ["ProductSerializer serializes a product"]
+    assert result.coverage is None
+
+
+@pytest.mark.slow
 def test_syntax_error_means_not_loaded(shop: Path) -> None:
     write(
         shop,

@@ -78,6 +78,7 @@ class Toolchain(ABC):
         *,
         timeout_s: float | None = None,
         reports_dir: Path | None = None,
+        coverage: bool = True,
     ) -> ValidationResult:
         """Run the given test files with coverage and report on `target`.
 
@@ -88,6 +89,8 @@ class Toolchain(ABC):
             runner: how commands run (a sandbox).
             timeout_s: wall-clock limit for the test command (None: the runner's default).
             reports_dir: when given, the run's raw reports are copied there (for archiving).
+            coverage: False runs the tests alone, without measuring coverage (faster: the
+                flakiness re-runs only need pass or fail); the result's coverage is then None.
         """
 
     @abstractmethod

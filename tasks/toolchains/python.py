@@ -73,6 +73,7 @@ def run_specs(
     *,
     timeout_s: float | None = None,
     reports_dir: Path | None = None,
+    coverage: bool = True,
 ) -> ValidationResult:
     """Run test files under coverage.py and report the tests and `target`'s coverage.
 
@@ -88,7 +89,15 @@ def run_specs(
         The ValidationResult; ``loaded`` is False (with pytest's error text) when a test file
         cannot be collected (syntax error, import error).
     """
-    result, _ = _run(repo, specs, target, runner, timeout_s=timeout_s, reports_dir=reports_dir)
+    result, _ = _run(
+        repo,
+        specs,
+        target,
+        runner,
+        timeout_s=timeout_s,
+        reports_dir=reports_dir,
+        coverage=coverage,
+    )
     return result
 
 
@@ -116,6 +125,7 @@ def _run(
     timeout_s: float | None,
     reports_dir: Path | None,
     exclude: list[str] | None = None,
+    coverage: bool = True,
 ) -> tuple[ValidationResult, dict[str, FileCoverage]]:
     repo = repo.resolve()
     run_dir = scratch_dir(repo)
@@ -125,12 +135,15 @@ def _run(
         json_out = run_dir / "coverage.json"
         py = sys.executable
         cov = [py, "-m", "coverage"]
-        argv = [
+        measure = [
             *cov,
             "run",
             f"--data-file={data_file}",
             f"--source={source_root(repo)}",
             f"--omit={OMIT}",
+        ]
+        argv = [
+            *(measure if coverage else [py]),
             "-m",
             "pytest",
             f"--junitxml={xml_out}",
@@ -318,9 +331,18 @@ class PythonPytestToolchain(Toolchain):
         *,
         timeout_s: float | None = None,
         reports_dir: Path | None = None,
+        coverage: bool = True,
     ) -> ValidationResult:
         """See :func:`run_specs`."""
-        return run_specs(repo, specs, target, runner, timeout_s=timeout_s, reports_dir=reports_dir)
+        return run_specs(
+            repo,
+            specs,
+            target,
+            runner,
+            timeout_s=timeout_s,
+            reports_dir=reports_dir,
+            coverage=coverage,
+        )
 
     def run_suite(
         self,

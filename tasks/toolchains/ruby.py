@@ -83,6 +83,7 @@ def run_specs(
     *,
     timeout_s: float | None = None,
     reports_dir: Path | None = None,
+    coverage: bool = True,
 ) -> ValidationResult:
     """Run spec files with SimpleCov and report the examples and `target`'s coverage.
 
@@ -98,7 +99,15 @@ def run_specs(
         The ValidationResult; ``loaded`` is False (with RSpec's error text) when a spec file
         cannot be loaded, and no example then counts as passed.
     """
-    result, _ = _run(repo, specs, target, runner, timeout_s=timeout_s, reports_dir=reports_dir)
+    result, _ = _run(
+        repo,
+        specs,
+        target,
+        runner,
+        timeout_s=timeout_s,
+        reports_dir=reports_dir,
+        coverage=coverage,
+    )
     return result
 
 
@@ -126,6 +135,7 @@ def _run(
     timeout_s: float | None,
     reports_dir: Path | None,
     exclude: list[str] | None = None,
+    coverage: bool = True,
 ) -> tuple[ValidationResult, dict[str, FileCoverage]]:
     repo = repo.resolve()
     run_dir = scratch_dir(repo)
@@ -134,13 +144,14 @@ def _run(
         json_out = run_dir / "rspec.json"
         coverage_dir = run_dir / "coverage"
         track = DEFAULT_TRACK if target is None else f"{{app/**/*.rb,lib/**/*.rb,{target}}}"
-        env = {
-            "RUBYOPT": f"-r{helper}",
-            "RAILS_ENV": "test",
-            "AUTOPILOT_COVERAGE_DIR": str(coverage_dir.relative_to(repo)),
-            "AUTOPILOT_COVERAGE_NAME": f"autopilot-{run_dir.name}",
-            "AUTOPILOT_TRACK_FILES": track,
-        }
+        env = {"RAILS_ENV": "test"}
+        if coverage:
+            env |= {
+                "RUBYOPT": f"-r{helper}",
+                "AUTOPILOT_COVERAGE_DIR": str(coverage_dir.relative_to(repo)),
+                "AUTOPILOT_COVERAGE_NAME": f"autopilot-{run_dir.name}",
+                "AUTOPILOT_TRACK_FILES": track,
+            }
         if exclude:
             # Name the remaining spec files: RSpec's --exclude-pattern is a single glob.
             skip = set(exclude)
@@ -156,7 +167,7 @@ def _run(
         result = parse_rspec_run(repo, json_out, cmd)
         result.specs = list(specs)
         result.target = target
-        files = _coverage(repo, coverage_dir / ".resultset.json")
+        files = _coverage(repo, coverage_dir / ".resultset.json") if coverage else {}
         if target is not None:
             result.coverage = files.get(target)
         if reports_dir is not None:
@@ -313,9 +324,18 @@ class RubyRspecToolchain(Toolchain):
         *,
         timeout_s: float | None = None,
         reports_dir: Path | None = None,
+        coverage: bool = True,
     ) -> ValidationResult:
         """See :func:`run_specs`."""
-        return run_specs(repo, specs, target, runner, timeout_s=timeout_s, reports_dir=reports_dir)
+        return run_specs(
+            repo,
+            specs,
+            target,
+            runner,
+            timeout_s=timeout_s,
+            reports_dir=reports_dir,
+            coverage=coverage,
+        )
 
     def run_suite(
         self,
