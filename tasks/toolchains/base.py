@@ -68,7 +68,6 @@ class Toolchain(ABC):
 
     name: ToolchainName
 
-    @abstractmethod
     def run_specs(
         self,
         repo: Path,
@@ -91,9 +90,22 @@ class Toolchain(ABC):
             reports_dir: when given, the run's raw reports are copied there (for archiving).
             coverage: False runs the tests alone, without measuring coverage (faster: the
                 flakiness re-runs only need pass or fail); the result's coverage is then None.
-        """
 
-    @abstractmethod
+        Returns:
+            The ValidationResult; ``loaded`` is False (with the tool's error text) when a test
+            file cannot be loaded, and no example then counts as passed.
+        """
+        result, _ = self.run_tests(
+            repo,
+            specs,
+            target,
+            runner,
+            timeout_s=timeout_s,
+            reports_dir=reports_dir,
+            coverage=coverage,
+        )
+        return result
+
     def run_suite(
         self,
         repo: Path,
@@ -108,6 +120,25 @@ class Toolchain(ABC):
         `exclude` lists repository-relative test files to leave out (e.g. ones that do not load,
         so they cannot hide every other file's results).
         """
+        result, files = self.run_tests(
+            repo, [], None, runner, timeout_s=timeout_s, reports_dir=reports_dir, exclude=exclude
+        )
+        return SuiteResult(validation=result, files=files)
+
+    @abstractmethod
+    def run_tests(
+        self,
+        repo: Path,
+        specs: list[str],
+        target: str | None,
+        runner: CommandRunner,
+        *,
+        timeout_s: float | None,
+        reports_dir: Path | None,
+        exclude: list[str] | None = None,
+        coverage: bool = True,
+    ) -> tuple[ValidationResult, dict[str, FileCoverage]]:
+        """The one test run both entry points share: the result and the coverage per file."""
 
     @abstractmethod
     def lint(

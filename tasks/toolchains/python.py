@@ -25,7 +25,6 @@ from tasks.stacktrace import locations_from_trace
 from tasks.toolchains.base import (
     LINT_TIMEOUT_S,
     CommandRunner,
-    SuiteResult,
     Toolchain,
     ToolchainError,
     join_messages,
@@ -65,58 +64,7 @@ def source_root(repo: Path) -> str:
     return "src" if (repo / "src").is_dir() else "."
 
 
-def run_specs(
-    repo: Path,
-    specs: list[str],
-    target: str | None,
-    runner: CommandRunner,
-    *,
-    timeout_s: float | None = None,
-    reports_dir: Path | None = None,
-    coverage: bool = True,
-) -> ValidationResult:
-    """Run test files under coverage.py and report the tests and `target`'s coverage.
-
-    Args:
-        repo: repository root (a worktree); reports are written under ``.autopilot-tmp/``.
-        specs: repository-relative test files; empty runs the whole suite.
-        target: repository-relative source file whose coverage is reported, or None.
-        runner: the sandbox runner.
-        reports_dir: when given, the raw reports of the run are copied there (for archiving).
-        timeout_s: wall-clock limit for the pytest command (None: the runner's default).
-
-    Returns:
-        The ValidationResult; ``loaded`` is False (with pytest's error text) when a test file
-        cannot be collected (syntax error, import error).
-    """
-    result, _ = _run(
-        repo,
-        specs,
-        target,
-        runner,
-        timeout_s=timeout_s,
-        reports_dir=reports_dir,
-        coverage=coverage,
-    )
-    return result
-
-
-def run_suite(
-    repo: Path,
-    runner: CommandRunner,
-    *,
-    timeout_s: float | None = None,
-    reports_dir: Path | None = None,
-    exclude: list[str] | None = None,
-) -> SuiteResult:
-    """Run the whole suite with the coverage of every source file (unimported ones at 0 %)."""
-    result, files = _run(
-        repo, [], None, runner, timeout_s=timeout_s, reports_dir=reports_dir, exclude=exclude
-    )
-    return SuiteResult(validation=result, files=files)
-
-
-def _run(
+def run_tests(
     repo: Path,
     specs: list[str],
     target: str | None,
@@ -127,6 +75,11 @@ def _run(
     exclude: list[str] | None = None,
     coverage: bool = True,
 ) -> tuple[ValidationResult, dict[str, FileCoverage]]:
+    """Run test files (or the suite) under coverage.py with a JUnit XML report.
+
+    Collection errors make the result not loaded; the coverage JSON gives every measured file
+    (unimported ones at 0 %). See :meth:`Toolchain.run_specs` for the arguments.
+    """
     repo = repo.resolve()
     run_dir = scratch_dir(repo)
     try:
@@ -321,45 +274,5 @@ class PythonPytestToolchain(Toolchain):
     """python-pytest: pytest + coverage.py + ruff."""
 
     name = "python-pytest"
-
-    def run_specs(
-        self,
-        repo: Path,
-        specs: list[str],
-        target: str | None,
-        runner: CommandRunner,
-        *,
-        timeout_s: float | None = None,
-        reports_dir: Path | None = None,
-        coverage: bool = True,
-    ) -> ValidationResult:
-        """See :func:`run_specs`."""
-        return run_specs(
-            repo,
-            specs,
-            target,
-            runner,
-            timeout_s=timeout_s,
-            reports_dir=reports_dir,
-            coverage=coverage,
-        )
-
-    def run_suite(
-        self,
-        repo: Path,
-        runner: CommandRunner,
-        *,
-        timeout_s: float | None = None,
-        reports_dir: Path | None = None,
-        exclude: list[str] | None = None,
-    ) -> SuiteResult:
-        """See :func:`run_suite`."""
-        return run_suite(
-            repo, runner, timeout_s=timeout_s, reports_dir=reports_dir, exclude=exclude
-        )
-
-    def lint(
-        self, repo: Path, files: list[str], autocorrect: bool, runner: CommandRunner
-    ) -> list[LintOffense]:
-        """See :func:`lint`."""
-        return lint(repo, files, autocorrect, runner)
+    run_tests = staticmethod(run_tests)
+    lint = staticmethod(lint)

@@ -23,7 +23,6 @@ from tasks.stacktrace import locations_from_trace
 from tasks.toolchains.base import (
     LINT_TIMEOUT_S,
     CommandRunner,
-    SuiteResult,
     Toolchain,
     ToolchainError,
     join_messages,
@@ -75,58 +74,7 @@ def rspec_argv(repo: Path, specs: list[str], json_out: Path) -> list[str]:
     return [*base, "--format", "progress", "--format", "json", "--out", str(json_out), *specs]
 
 
-def run_specs(
-    repo: Path,
-    specs: list[str],
-    target: str | None,
-    runner: CommandRunner,
-    *,
-    timeout_s: float | None = None,
-    reports_dir: Path | None = None,
-    coverage: bool = True,
-) -> ValidationResult:
-    """Run spec files with SimpleCov and report the examples and `target`'s coverage.
-
-    Args:
-        repo: repository root (a worktree); reports are written under ``.autopilot-tmp/``.
-        specs: repository-relative spec files; empty runs the whole suite.
-        target: repository-relative source file whose coverage is reported, or None.
-        runner: the sandbox runner.
-        reports_dir: when given, the raw reports of the run are copied there (for archiving).
-        timeout_s: wall-clock limit for the rspec command (None: the runner's default).
-
-    Returns:
-        The ValidationResult; ``loaded`` is False (with RSpec's error text) when a spec file
-        cannot be loaded, and no example then counts as passed.
-    """
-    result, _ = _run(
-        repo,
-        specs,
-        target,
-        runner,
-        timeout_s=timeout_s,
-        reports_dir=reports_dir,
-        coverage=coverage,
-    )
-    return result
-
-
-def run_suite(
-    repo: Path,
-    runner: CommandRunner,
-    *,
-    timeout_s: float | None = None,
-    reports_dir: Path | None = None,
-    exclude: list[str] | None = None,
-) -> SuiteResult:
-    """Run the whole suite with the coverage of every file under app/ and lib/."""
-    result, files = _run(
-        repo, [], None, runner, timeout_s=timeout_s, reports_dir=reports_dir, exclude=exclude
-    )
-    return SuiteResult(validation=result, files=files)
-
-
-def _run(
+def run_tests(
     repo: Path,
     specs: list[str],
     target: str | None,
@@ -137,6 +85,12 @@ def _run(
     exclude: list[str] | None = None,
     coverage: bool = True,
 ) -> tuple[ValidationResult, dict[str, FileCoverage]]:
+    """Run spec files (or the suite) with RSpec's JSON formatter and our SimpleCov helper.
+
+    The helper is loaded with ``RUBYOPT=-r`` (the project's spec helper need not start
+    SimpleCov); `exclude` names the remaining spec files, RSpec's --exclude-pattern being a
+    single glob. See :meth:`Toolchain.run_specs` for the arguments.
+    """
     repo = repo.resolve()
     run_dir = scratch_dir(repo)
     try:
@@ -314,45 +268,5 @@ class RubyRspecToolchain(Toolchain):
     """ruby-rspec: RSpec + SimpleCov + RuboCop."""
 
     name = "ruby-rspec"
-
-    def run_specs(
-        self,
-        repo: Path,
-        specs: list[str],
-        target: str | None,
-        runner: CommandRunner,
-        *,
-        timeout_s: float | None = None,
-        reports_dir: Path | None = None,
-        coverage: bool = True,
-    ) -> ValidationResult:
-        """See :func:`run_specs`."""
-        return run_specs(
-            repo,
-            specs,
-            target,
-            runner,
-            timeout_s=timeout_s,
-            reports_dir=reports_dir,
-            coverage=coverage,
-        )
-
-    def run_suite(
-        self,
-        repo: Path,
-        runner: CommandRunner,
-        *,
-        timeout_s: float | None = None,
-        reports_dir: Path | None = None,
-        exclude: list[str] | None = None,
-    ) -> SuiteResult:
-        """See :func:`run_suite`."""
-        return run_suite(
-            repo, runner, timeout_s=timeout_s, reports_dir=reports_dir, exclude=exclude
-        )
-
-    def lint(
-        self, repo: Path, files: list[str], autocorrect: bool, runner: CommandRunner
-    ) -> list[LintOffense]:
-        """See :func:`lint`."""
-        return lint(repo, files, autocorrect, runner)
+    run_tests = staticmethod(run_tests)
+    lint = staticmethod(lint)
