@@ -11,25 +11,18 @@ model's or the sandbox's passing trouble and is tried again.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import logging
-import os
-import tempfile
 from pathlib import Path
-
-from pydantic import ValidationError
 
 from judge.rubric import load_rubric
 from tasks.config import Settings
 from tasks.context import PromptContext
 from tasks.generation_types import FileOutcome
+from tasks.json_store import JsonStore
 from tasks.prompts import load_prompt
 from tasks.skills import Skill
 from tasks.targets import Target
-
-log = logging.getLogger(__name__)
 
 KEY_VERSION = "nightly-outcome-v1"
 CACHED_VERDICTS = ("accepted", "rejected")
@@ -77,27 +70,13 @@ class OutcomeStore:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-
-    def _path(self, key: str) -> Path:
-        if len(key) != 64 or not all(c in "0123456789abcdef" for c in key):
-            raise ValueError(f"invalid cache key {key!r}: expected a sha256 hex digest")
-        return self.directory / f"{key}.json"
+        self._store = JsonStore(directory, FileOutcome)
 
     def get(self, key: str) -> FileOutcome | None:
-        """The stored outcome, marked cached and costing nothing this run; None on a miss."""
-        path = self._path(key)
-        try:
-            data = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            log.warning("%s: cache entry unreadable: %s", path, exc)
-            return None
-        try:
-            outcome = FileOutcome.model_validate_json(data)
-        except ValidationError as exc:
-            # A damaged entry is a miss: the file is simply generated again.
-            log.warning("%s: cache entry ignored: %s", path, exc.errors()[0]["msg"])
+        """The stored outcome, marked cached and costing nothing this run; None on a miss
+        (a damaged entry too: the file is simply generated again)."""
+        outcome = self._store.get(key)
+        if outcome is None:
             return None
         return outcome.model_copy(update={"cached": True, "tokens": 0, "model_calls": 0})
 
@@ -109,19 +88,4 @@ class OutcomeStore:
         """
         if outcome.verdict not in CACHED_VERDICTS:
             return False
-        path = self._path(key)
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    fh.write(outcome.model_copy(update={"cached": False}).model_dump_json())
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-        except OSError as exc:
-            log.warning("%s: could not store cache entry: %s", path, exc)
-            return False
-        return True
+        return self._store.put(key, outcome.model_copy(update={"cached": False}))

@@ -9,17 +9,14 @@ changes the question asks the model again. Entries are JSON files
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import logging
-import os
-import tempfile
 from pathlib import Path
 
-from tasks.types import PromptMeta
+from pydantic import BaseModel
 
-log = logging.getLogger(__name__)
+from tasks.json_store import JsonStore
+from tasks.types import PromptMeta
 
 KEY_VERSION = "repair-reply-v1"
 
@@ -30,11 +27,16 @@ def reply_key(role: str, model: str, prompt: PromptMeta, messages: list[dict[str
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+class _Reply(BaseModel):
+    reply: str
+
+
 class ReplyCache:
     """A directory of cached replies (text), one JSON file per key."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._store = JsonStore(directory, _Reply)
 
     @classmethod
     def under(cls, home: Path) -> ReplyCache:
@@ -43,25 +45,9 @@ class ReplyCache:
 
     def get(self, key: str) -> str | None:
         """The stored reply text, or None."""
-        try:
-            data = json.loads((self.directory / f"{key}.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        text = data.get("reply") if isinstance(data, dict) else None
-        return text if isinstance(text, str) else None
+        entry = self._store.get(key)
+        return None if entry is None else entry.reply
 
     def put(self, key: str, reply: str) -> None:
         """Store `reply` atomically; a failure to write is logged, never raised."""
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump({"reply": reply}, fh)
-                os.replace(tmp, self.directory / f"{key}.json")
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-        except OSError as exc:
-            log.warning("%s: could not store a reply: %s", self.directory, exc)
+        self._store.put(key, _Reply(reply=reply))

@@ -6,20 +6,14 @@ crash or a concurrent writer never leaves a half-written entry behind.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import logging
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import ValidationError
-
+from tasks.json_store import JsonStore
 from tasks.types import CommandResult
-
-logger = logging.getLogger(__name__)
 
 _KEY_VERSION = "sandbox-cache-v1"
 
@@ -50,43 +44,13 @@ class ResultCache:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-
-    def _path(self, key: str) -> Path:
-        if not key or not all(c in "0123456789abcdef" for c in key):
-            raise ValueError(f"invalid cache key {key!r}: expected a hex digest")
-        return self.directory / f"{key}.json"
+        self._store = JsonStore(directory, CommandResult)
 
     def get(self, key: str) -> CommandResult | None:
         """The stored result marked cached=True, or None (missing or unreadable entry)."""
-        path = self._path(key)
-        try:
-            data = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            logger.warning("%s: cache entry unreadable: %s", path, exc)
-            return None
-        try:
-            result = CommandResult.model_validate_json(data)
-        except ValidationError as exc:
-            # A damaged entry is a miss, not a failure: the command simply runs again.
-            logger.warning("%s: cache entry ignored: %s", path, exc.errors()[0]["msg"])
-            return None
-        return result.model_copy(update={"cached": True})
+        result = self._store.get(key)
+        return None if result is None else result.model_copy(update={"cached": True})
 
     def put(self, key: str, result: CommandResult) -> None:
         """Store `result` under `key` atomically; a failure to write is logged, not raised."""
-        path = self._path(key)
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    fh.write(result.model_copy(update={"cached": False}).model_dump_json())
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-        except OSError as exc:
-            logger.warning("%s: could not store cache entry: %s", path, exc)
+        self._store.put(key, result.model_copy(update={"cached": False}))
