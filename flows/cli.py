@@ -23,6 +23,9 @@ app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+ArchiveOpt = Annotated[
+    str | None, typer.Option("--archive", help="Directory or s3://bucket/prefix.")
+]
 RepoOpt = Annotated[
     Path,
     typer.Option("--repo", help="The target repository.", resolve_path=True),
@@ -108,9 +111,7 @@ def nightly(
     max_iterations: Annotated[int, typer.Option("--max-iterations", min=1)] = 4,
     min_coverage: Annotated[float | None, typer.Option("--min-coverage", min=0, max=1)] = None,
     min_judge: Annotated[float | None, typer.Option("--min-judge", min=0, max=1)] = None,
-    archive: Annotated[
-        str | None, typer.Option("--archive", help="Directory or s3://bucket/prefix.")
-    ] = None,
+    archive: ArchiveOpt = None,
     dask: Annotated[
         str | None, typer.Option("--dask", help="Dask scheduler address, or 'local'.")
     ] = None,
@@ -159,9 +160,7 @@ def repair(
     human_timeout: Annotated[
         float | None, typer.Option("--human-timeout", min=0, help="Seconds to wait for a person.")
     ] = None,
-    archive: Annotated[
-        str | None, typer.Option("--archive", help="Directory or s3://bucket/prefix.")
-    ] = None,
+    archive: ArchiveOpt = None,
     json_out: JsonOpt = False,
     resume: Annotated[
         str | None,
