@@ -20,7 +20,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         shutil.which("bwrap") is None or shutil.which("rspec") is None,
-        reason="needs bubblewrap and rspec",
+        reason="bubblewrap or rspec not installed",
     ),
 ]
 __all__ = ["tcp_server"]  # the fixture, re-used from the sandbox tests
