@@ -8,7 +8,6 @@ from the last step it finished.
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import TypeVar
 
@@ -18,8 +17,6 @@ from tasks.archive import RunArchive
 from tasks.errors import ArchiveError
 from tasks.repair import GroupState, RepairState
 from tasks.repair_loop import TOOL_FAILED
-
-log = logging.getLogger(__name__)
 
 M = TypeVar("M", RepairState, GroupState)
 

@@ -16,8 +16,8 @@ import requests
 from docker.types import Ulimit
 
 from tasks.errors import SandboxError
-from tasks.sandbox import SANDBOX_HOME, Limits, Runner
 from tasks.sandbox_proc import RawResult, TailBuffer
+from tasks.sandbox_runner import SANDBOX_HOME, Limits, Runner
 from tasks.types import CommandResult
 
 logger = logging.getLogger(__name__)
