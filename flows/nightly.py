@@ -35,6 +35,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 
 from flows.audit import artifact_key, check_specs, map_sources, run_name
+from flows.runtime import with_shared_model_limit
 from tasks.archive import open_archive
 from tasks.audit import build_report, specs_failing_to_load
 from tasks.charts import archive_quality_chart
@@ -124,20 +125,6 @@ def _nightly_run_name() -> str:
 def settings_for(repo: Path, min_coverage: float | None, min_judge: float | None) -> Settings:
     """The run's settings: environment over autopilot.toml, the CLI thresholds over both."""
     return load_settings(repo, {"gates.min_coverage": min_coverage, "gates.min_judge": min_judge})
-
-
-def with_shared_model_limit(settings: Settings, name: str | None) -> Settings:
-    """The settings with `name` (or ``model.shared_limit``) as the model calls' shared limit,
-    which exists on the server afterwards; unchanged when neither names one."""
-    name = name or settings.model.shared_limit
-    if not name or not settings.model_configured:
-        return settings
-    from flows.runtime import ensure_shared_model_limit
-
-    slots = ensure_shared_model_limit(name, settings.model.max_concurrency)
-    log.info("model calls share the global concurrency limit %s (%d slots)", name, slots)
-    model = settings.model.model_copy(update={"shared_limit": name})
-    return settings.model_copy(update={"model": model})
 
 
 def _emit_rejections(report: NightlyReport) -> None:

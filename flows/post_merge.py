@@ -29,6 +29,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.audit import artifact_key, run_name
+from flows.runtime import with_shared_model_limit
 from tasks.archive import Archive, RunArchive, open_archive
 from tasks.config import Settings, load_settings
 from tasks.discovery import map_repo
@@ -158,13 +159,16 @@ def post_merge(
     from prefect.runtime import flow_run
 
     path = Path(repo).resolve()
-    settings = load_settings(
-        path,
-        {
-            "repair.max_retries": max_retries,
-            "repair.human_timeout_s": human_timeout,
-            "archive": archive,
-        },
+    settings = with_shared_model_limit(
+        load_settings(
+            path,
+            {
+                "repair.max_retries": max_retries,
+                "repair.human_timeout_s": human_timeout,
+                "archive": archive,
+            },
+        ),
+        None,
     )
     root, sub = subdir_in_repo(path)
     run_id = str(flow_run.id or uuid.uuid4())

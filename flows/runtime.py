@@ -6,6 +6,10 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tasks.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -64,3 +68,15 @@ def ensure_shared_model_limit(name: str, slots: int) -> int:
             return client.read_global_concurrency_limit_by_name(name).limit
     log.info("created the global concurrency limit %s with %d slots", name, slots)
     return slots
+
+
+def with_shared_model_limit(settings: Settings, name: str | None) -> Settings:
+    """The settings with `name` (or ``model.shared_limit``) as the model calls' shared limit,
+    which exists on the server afterwards; unchanged when neither names one."""
+    name = name or settings.model.shared_limit
+    if not name or not settings.model_configured:
+        return settings
+    slots = ensure_shared_model_limit(name, settings.model.max_concurrency)
+    log.info("model calls share the global concurrency limit %s (%d slots)", name, slots)
+    model = settings.model.model_copy(update={"shared_limit": name})
+    return settings.model_copy(update={"model": model})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +53,21 @@ def test_callers_holding_slots_never_exceed_the_limit(prefect_harness: None) -> 
 def test_no_name_takes_no_slot() -> None:
     with shared_slot(None):
         pass
+
+
+def test_settings_that_name_a_limit_get_it_created_for_the_run(
+    prefect_harness: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from flows.runtime import with_shared_model_limit
+    from tasks.config import load_settings
+
+    monkeypatch.setenv("AUTOPILOT_MODEL_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AUTOPILOT_MODEL__SHARED_LIMIT", "autopilot-test-from-settings")
+    monkeypatch.setenv("AUTOPILOT_MODEL__MAX_CONCURRENCY", "5")
+    settings = with_shared_model_limit(load_settings(tmp_path), None)
+    assert settings.model.shared_limit == "autopilot-test-from-settings"
+    assert ensure_shared_model_limit("autopilot-test-from-settings", 99) == 5
+    # Without a name nothing is created and nothing changes.
+    monkeypatch.delenv("AUTOPILOT_MODEL__SHARED_LIMIT")
+    plain = load_settings(tmp_path)
+    assert with_shared_model_limit(plain, None) is plain
