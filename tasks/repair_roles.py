@@ -10,12 +10,14 @@ import contextlib
 import json
 import logging
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import ValidationError
 
 from tasks.errors import AutopilotError, BadInputError
-from tasks.model import ModelClient, parse_diff_reply
+from tasks.model import CallRecord, ModelClient, parse_diff_reply
 from tasks.prompts import RenderedPrompt, render
 from tasks.repair import CodeSnippet, FailureGroup, GroupContext, GroupState
 from tasks.repair_cache import ReplyCache, reply_key
@@ -25,6 +27,8 @@ from tasks.secrets import read_for_prompt
 from tasks.types import Exchange, TestCaseResult
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Lines shown on each side of a stack-trace location.
 CONTEXT_LINES = 12
@@ -190,6 +194,23 @@ def _exchange(state: GroupState, prompt: RenderedPrompt) -> Exchange:
     return exchange
 
 
+def _asked(
+    state: GroupState,
+    exchange: Exchange,
+    call: Callable[[list[str]], tuple[T, CallRecord]],
+) -> T:
+    """`call` (given the list its raw replies go to), with its error or tokens on `exchange`
+    and its tokens counted on the group."""
+    try:
+        value, record = call(exchange.replies)
+    except AutopilotError as exc:
+        exchange.error = str(exc)
+        raise
+    exchange.tokens = record.input_tokens + record.output_tokens
+    state.tokens += exchange.tokens
+    return value
+
+
 def diagnose(client: ModelClient, state: GroupState, cache: ReplyCache | None = None) -> Diagnosis:
     """Ask the diagnostician about the group (with the feedback of a rejected diagnosis).
 
@@ -221,21 +242,19 @@ def diagnose(client: ModelClient, state: GroupState, cache: ReplyCache | None = 
             exchange.replies.append(cached)
             exchange.cached = True
             return diagnosis
-    try:
-        diagnosis, record = client.structured(
+    diagnosis = _asked(
+        state,
+        exchange,
+        lambda replies: client.structured(
             "diagnostician",
             prompt.messages(),
             Diagnosis,
             schema_name="diagnosis",
             prompt=prompt.meta,
             about=ctx.path,
-            replies=exchange.replies,
-        )
-    except AutopilotError as exc:
-        exchange.error = str(exc)
-        raise
-    exchange.tokens = record.input_tokens + record.output_tokens
-    state.tokens += exchange.tokens
+            replies=replies,
+        ),
+    )
     if cache:
         cache.put(key, diagnosis.model_dump_json())
     return diagnosis
@@ -279,20 +298,18 @@ def surgeon(client: ModelClient, state: GroupState, cache: ReplyCache | None = N
         exchange.replies.append(cached)
         exchange.cached = True
         return cached
-    try:
-        patch, record = client.complete_parsed(
+    patch = _asked(
+        state,
+        exchange,
+        lambda replies: client.complete_parsed(
             "surgeon",
             prompt.messages(),
             parse_diff_reply,
             prompt=prompt.meta,
             about=ctx.path,
-            replies=exchange.replies,
-        )
-    except AutopilotError as exc:
-        exchange.error = str(exc)
-        raise
-    exchange.tokens = record.input_tokens + record.output_tokens
-    state.tokens += exchange.tokens
+            replies=replies,
+        ),
+    )
     if cache:
         cache.put(key, patch)
     return patch
