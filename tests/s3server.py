@@ -124,12 +124,17 @@ def running_s3_server(port: int | None = None) -> Iterator[S3Server]:
         _wait_until_up(proc, f"http://127.0.0.1:{port}/")
         yield S3Server(port=port, process=proc)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate the server process; kill it when it does not go within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="session", name="s3_server")

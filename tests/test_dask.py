@@ -21,25 +21,11 @@ from tests.fakes.mistral_server import MistralServer, Rule
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
 from tests.test_generation import GOOD, files_reply, judge_reply
 from tests.test_infra import PrefectServer, running_server
+from tests.test_nightly_cli import ERRORS_TEST
 
 pytestmark = [pytest.mark.slow, pytest.mark.own_prefect_server]
 
 ERRORS_SPEC = "tests/test_errors.py"
-ERRORS_TEST = """\
-from inventory.errors import InsufficientStockError, UnknownItemError
-
-
-def test_unknown_item_error_names_the_sku():
-    err = UnknownItemError("A1")
-    assert str(err) == "unknown item 'A1'"
-    assert err.sku == "A1"
-
-
-def test_insufficient_stock_error_carries_the_numbers():
-    err = InsufficientStockError("A1", 5, 2)
-    assert str(err) == "cannot remove 5 of 'A1': only 2 on hand"
-    assert (err.sku, err.requested, err.available) == ("A1", 5, 2)
-"""
 
 
 @task(task_run_name="where {i}")

@@ -32,6 +32,7 @@ from tests.s3server import (
     free_port,
     s3_bucket_fixture,  # noqa: F401
     s3_server_fixture,  # noqa: F401
+    stop,
 )
 from tests.test_archive import DAY, bucket_objects, fill, sha, version_counts
 
@@ -257,12 +258,7 @@ def auth_s3() -> Iterator[AuthS3]:
         key = iam.create_access_key(UserName="ci")["AccessKey"]
         yield AuthS3(S3Server(port=port, process=proc), key["AccessKeyId"], key["SecretAccessKey"])
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc)
 
 
 def use_credentials(monkeypatch: pytest.MonkeyPatch, url: str, key_id: str, secret: str) -> None:

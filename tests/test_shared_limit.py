@@ -50,8 +50,16 @@ def test_callers_holding_slots_never_exceed_the_limit(prefect_harness: None) -> 
     assert peak == 2  # five callers, two slots: two at a time, never three
 
 
-def test_no_name_takes_no_slot() -> None:
-    with shared_slot(None):
+def test_no_name_takes_no_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    import prefect.concurrency.sync
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a slot was taken")
+
+    monkeypatch.setattr(prefect.concurrency.sync, "concurrency", refuse)
+    with shared_slot(None):  # never asks Prefect
+        pass
+    with pytest.raises(AssertionError, match="a slot was taken"), shared_slot("named"):
         pass
 
 

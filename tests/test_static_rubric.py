@@ -522,7 +522,6 @@ def test_rubric_hash_changes_with_the_text(tmp_path: Path) -> None:
     assert load_rubric(copy).sha256 != load_rubric().sha256
 
 
-@pytest.mark.skipif(not EXAMPLES.is_dir(), reason="examples/ not present")
 def test_smoke_over_the_example_projects() -> None:
     files = [
         (EXAMPLES / "rails_shop", p) for p in (EXAMPLES / "rails_shop").glob("spec/**/*_spec.rb")
