@@ -94,6 +94,29 @@ def test_syntax_error_means_not_loaded(inv: Path) -> None:
     assert "SyntaxError: invalid syntax" in result.load_error
 
 
+def test_long_collection_traceback_keeps_its_first_line_and_the_error(inv: Path) -> None:
+    # The error is the last line of a collection traceback: a deep one, or one under a long
+    # install path, must not lose it to the length limit.
+    write(
+        inv,
+        "tests/test_reports.py",
+        "def dive(n):\n"
+        "    if n == 0:\n"
+        "        raise ValueError('the real cause is here')\n"
+        "    return dive(n - 1)\n\n"
+        "dive(60)\n\n"
+        "def test_x():\n    pass\n",
+    )
+    result = TC.run_specs(
+        inv, ["tests/test_reports.py"], "src/inventory/reports.py", runner_for(inv)
+    )
+    assert result.loaded is False
+    assert result.load_error is not None
+    assert result.load_error.startswith("ERROR collecting tests/test_reports.py")
+    assert "ValueError: the real cause is here" in result.load_error
+    assert len(result.load_error) <= 1500
+
+
 @pytest.mark.slow
 def test_import_error_means_not_loaded(inv: Path) -> None:
     write(

@@ -182,9 +182,23 @@ def remove_scratch(run_dir: Path) -> None:
 
 
 def join_messages(messages: list[str], each: int = 1500, limit: int = 2 * MAX_ERROR_CHARS) -> str:
-    """Error messages joined, each cut to `each` characters, so every file named survives."""
-    parts = [m.strip()[:each] for m in messages if m.strip()]
+    """Error messages joined, each cut to `each` characters, so every file named survives.
+
+    A long message loses its middle, not an end: RSpec states the error at the start of a load
+    failure, pytest at the end of a collection traceback, and the model needs both.
+    """
+    parts = [shorten_middle(m.strip(), each) for m in messages if m.strip()]
     return "\n".join(parts)[:limit]
+
+
+def shorten_middle(text: str, limit: int) -> str:
+    """`text` within `limit` characters: its first third and last two thirds around a marker."""
+    if len(text) <= limit:
+        return text
+    marker = "\n...\n"
+    keep = max(0, limit - len(marker))
+    head = keep // 3
+    return text[:head] + marker + text[len(text) - (keep - head) :]
 
 
 def tail(text: str, limit: int = MAX_ERROR_CHARS) -> str:
