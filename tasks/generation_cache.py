@@ -24,7 +24,7 @@ from tasks.prompts import load_prompt
 from tasks.skills import Skill
 from tasks.targets import Target
 
-KEY_VERSION = "nightly-outcome-v1"
+KEY_VERSION = "nightly-outcome-v2"
 CACHED_VERDICTS = ("accepted", "rejected")
 
 
@@ -34,6 +34,7 @@ def outcome_key(
     context: PromptContext,
     skill: Skill,
     toolchain: str,
+    toolchain_config: str,
     settings: Settings,
     max_iterations: int,
 ) -> str:
@@ -41,7 +42,9 @@ def outcome_key(
 
     Source, existing specs, factories, helpers and versions (the context), the skill's text, the
     generate/fix/judge prompts (name, version, hash of file and partials), the rubric, the model
-    names, the gates, the judge samples and the iteration budget.
+    names, the gates, the judge samples and the iteration budget, and the toolchain with what
+    decides its validations (`toolchain_config`: the project's tool configuration and the
+    toolchain's own resources, see :meth:`Toolchain.config_digest`).
     """
     prompts = [load_prompt(name).meta.model_dump() for name in ("generate", "fix", "judge")]
     payload = {
@@ -54,7 +57,7 @@ def outcome_key(
         "models": [settings.models.generator, settings.models.judge],
         "gates": settings.gates.model_dump(mode="json"),
         "judge_samples": settings.model.judge_samples,
-        "toolchain": toolchain,
+        "toolchain": [toolchain, toolchain_config],
         "max_iterations": max_iterations,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()

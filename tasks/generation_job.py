@@ -109,6 +109,7 @@ def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOut
             context=context,
             skill=skill,
             toolchain=job.toolchain,
+            toolchain_config=get_toolchain(job.toolchain).config_digest(job.project),
             settings=job.settings,
             max_iterations=job.max_iterations,
         )

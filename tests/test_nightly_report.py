@@ -23,6 +23,7 @@ from tasks.generation_report import (
 from tasks.generation_types import Exchange, FileOutcome
 from tasks.skills import choose_skill
 from tasks.targets import Target
+from tasks.toolchains import get_toolchain
 from tasks.types import SourceKind
 
 
@@ -123,6 +124,7 @@ def test_outcome_key_changes_with_every_input_it_depends_on() -> None:
         "context": CONTEXT,
         "skill": skill,
         "toolchain": "ruby-rspec",
+        "toolchain_config": "c" * 64,
         "settings": settings,
         "max_iterations": 4,
     }
@@ -138,10 +140,24 @@ def test_outcome_key_changes_with_every_input_it_depends_on() -> None:
         {"settings": load_settings(None, {"models.generator": "other-model"})},
         {"settings": load_settings(None, {"gates.min_judge": 0.8})},
         {"max_iterations": 2},
+        {"toolchain_config": "d" * 64},
         {"skill": choose_skill("lib/x.rb", SourceKind.RUBY)},
     ]
     keys = {outcome_key(**(base | v)) for v in variants}  # type: ignore[arg-type]
     assert key not in keys and len(keys) == len(variants)
+
+
+def test_toolchain_config_digest_follows_the_project_tool_configuration(tmp_path: Path) -> None:
+    ruby = get_toolchain("ruby-rspec")
+    empty = ruby.config_digest(tmp_path)
+    (tmp_path / ".rubocop.yml").write_text("AllCops:\n  NewCops: enable\n")
+    with_config = ruby.config_digest(tmp_path)
+    (tmp_path / "app.rb").write_text("class App; end\n")  # source is the context's business
+    assert ruby.config_digest(tmp_path) == with_config != empty
+    (tmp_path / ".rubocop.yml").write_text("AllCops:\n  NewCops: disable\n")
+    assert ruby.config_digest(tmp_path) not in (with_config, empty)
+    # The same project files under another toolchain are another configuration.
+    assert get_toolchain("python-pytest").config_digest(tmp_path) != empty
 
 
 def test_store_keeps_decisions_only_and_survives_damage(tmp_path: Path) -> None:

@@ -251,6 +251,49 @@ def test_rubocop_offences_parsed_and_autocorrected(shop: Path) -> None:
     assert 'return "reduced" if country == "FR"' in (shop / "lib/shop/tax.rb").read_text()
 
 
+# A spec as a model writes it for an app that has no RuboCop configuration: no magic comment,
+# single quotes, one example group longer than RuboCop's default 25-line block (36 lines).
+LONG_SPEC = (
+    "require 'rails_helper'\n\nRSpec.describe Product do\n"
+    + "".join(
+        f"  it 'keeps name {i}' do\n    expect(Product.new(name: 'n{i}').name).to eq('n{i}')\n"
+        "  end\n\n"
+        for i in range(12)
+    )
+    + "end\n"
+)
+
+
+@pytest.mark.slow
+def test_app_without_rubocop_config_is_linted_with_defaults_fit_for_specs(shop: Path) -> None:
+    (shop / ".rubocop.yml").unlink()
+    write(shop, "spec/models/long_spec.rb", LONG_SPEC)
+    runner = runner_for(shop)
+    found = {o.rule for o in TC.lint(shop, ["spec/models/long_spec.rb"], False, runner)}
+    # RuboCop's defaults hold, except the block length that every real spec exceeds.
+    assert "Style/FrozenStringLiteralComment" in found
+    assert "Metrics/BlockLength" not in found
+    # Autocorrect applies the unsafe corrections too (the magic comment): the spec is clean, and
+    # nothing of ours is left in the project.
+    assert TC.lint(shop, ["spec/models/long_spec.rb"], True, runner) == []
+    text = (shop / "spec/models/long_spec.rb").read_text()
+    assert text.startswith("# frozen_string_literal: true\n")
+    assert not list((shop / ".autopilot-tmp").glob("*/autopilot_rubocop.yml"))
+    result = TC.run_specs(shop, ["spec/models/long_spec.rb"], "app/models/product.rb", runner)
+    assert result.passed and len(result.examples) == 12
+
+
+@pytest.mark.slow
+def test_a_project_rubocop_config_wins_over_the_defaults(shop: Path) -> None:
+    config = (shop / ".rubocop.yml").read_text()
+    (shop / ".rubocop.yml").write_text(
+        config.replace('    - "spec/**/*"\n    - "config', '    - "config')
+    )
+    write(shop, "spec/models/long_spec.rb", LONG_SPEC)
+    found = {o.rule for o in TC.lint(shop, ["spec/models/long_spec.rb"], True, runner_for(shop))}
+    assert found == {"Metrics/BlockLength"}
+
+
 @pytest.mark.slow
 def test_shipped_app_is_rubocop_clean_and_syntax_errors_are_offences(shop: Path) -> None:
     runner = runner_for(shop)

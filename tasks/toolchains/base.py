@@ -7,10 +7,12 @@ same code runs inside bwrap, Docker or a plain subprocess.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
@@ -67,6 +69,23 @@ class Toolchain(ABC):
     """Runs one stack's tests with coverage, and its linter."""
 
     name: ToolchainName
+    #: Project files that change how tests run, are measured or linted (repository-relative).
+    config_files: tuple[str, ...] = ()
+    #: Files of ``tasks/toolchains/resources`` the toolchain brings into every run.
+    resources: tuple[str, ...] = ()
+
+    def config_digest(self, repo: Path) -> str:
+        """The sha256 of what decides a validation besides the tests and the source: the
+        project's tool configuration (`config_files`) and the toolchain's own resources."""
+        digest = hashlib.sha256(self.name.encode())
+        for rel in self.config_files:
+            path = repo / rel
+            data = path.read_bytes() if path.is_file() else b"(absent)"
+            digest.update(f"\0{rel}\0{len(data)}\0".encode() + data)
+        for name in self.resources:
+            data = resources.files("tasks.toolchains").joinpath("resources", name).read_bytes()
+            digest.update(f"\0resource:{name}\0{len(data)}\0".encode() + data)
+        return digest.hexdigest()
 
     def run_specs(
         self,

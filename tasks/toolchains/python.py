@@ -274,5 +274,14 @@ class PythonPytestToolchain(Toolchain):
     """python-pytest: pytest + coverage.py + ruff."""
 
     name = "python-pytest"
+    config_files = (
+        "pyproject.toml",
+        "setup.cfg",
+        "pytest.ini",
+        "tox.ini",
+        "ruff.toml",
+        ".ruff.toml",
+        ".coveragerc",
+    )
     run_tests = staticmethod(run_tests)
     lint = staticmethod(lint)

@@ -44,6 +44,9 @@ from tasks.types import (
 log = logging.getLogger(__name__)
 
 HELPER_NAME = "autopilot_simplecov.rb"
+#: RuboCop settings for a project without its own (named so that RuboCop resolves the paths in
+#: it against the working directory, the project).
+DEFAULT_RUBOCOP_CONFIG = "autopilot_rubocop.yml"
 #: Sources SimpleCov reports even when no spec loads them (so untested files show 0 %).
 DEFAULT_TRACK = "{app,lib}/**/*.rb"
 _ASSERTION_PREFIXES = ("RSpec::Expectations::", "RSpec::Mocks::")
@@ -58,14 +61,36 @@ def _uses_bundler(repo: Path, gem: str) -> bool:
     return gem in gemfile.read_text(encoding="utf-8", errors="replace")
 
 
-def _copy_helper(run_dir: Path) -> Path:
+def _copy_resource(name: str, run_dir: Path) -> Path:
     # Copied into the repository because it is the one directory every sandbox backend
     # (bwrap, docker) is guaranteed to see.
-    dest = run_dir / HELPER_NAME
-    source = resources.files("tasks.toolchains").joinpath("resources", HELPER_NAME)
+    dest = run_dir / name
+    source = resources.files("tasks.toolchains").joinpath("resources", name)
     with resources.as_file(source) as path:
         shutil.copyfile(path, dest)
     return dest
+
+
+def _copy_helper(run_dir: Path) -> Path:
+    return _copy_resource(HELPER_NAME, run_dir)
+
+
+def has_rubocop_config(repo: Path, files: list[str]) -> bool:
+    """Whether RuboCop finds a project configuration for any of `files`.
+
+    RuboCop uses the nearest ``.rubocop.yml`` from a file's directory up; only the repository is
+    searched (the sandbox's HOME is private, so no user configuration applies there).
+    """
+    root = repo.resolve()
+    for rel in files:
+        directory = (root / rel).parent
+        while True:
+            if (directory / ".rubocop.yml").is_file():
+                return True
+            if directory == root or root not in directory.parents:
+                break
+            directory = directory.parent
+    return False
 
 
 def rspec_argv(repo: Path, specs: list[str], json_out: Path) -> list[str]:
@@ -217,18 +242,32 @@ def _number(value: Any) -> float:
 def lint(
     repo: Path, files: list[str], autocorrect: bool, runner: CommandRunner
 ) -> list[LintOffense]:
-    """RuboCop the given files (``--autocorrect`` when asked); returns the remaining offences.
+    """RuboCop the given files; returns the remaining offences.
+
+    The project's own configuration decides what counts. A project without one is linted with
+    ``resources/autopilot_rubocop.yml``: RuboCop's defaults, less the cops that do not fit specs
+    (an example group is one long block). `autocorrect` applies every correction RuboCop has,
+    unsafe ones included (``--autocorrect-all``): it is only asked for files the model wrote,
+    and those are run again after the lint, so a correction that changed behaviour fails the run.
 
     Raises:
         ToolchainError: RuboCop failed (exit 2: bad config, crash) or printed no JSON.
     """
     if not files:
         return []
+    repo = repo.resolve()
     base = ["bundle", "exec", "rubocop"] if _uses_bundler(repo, "rubocop") else ["rubocop"]
     argv = [*base, "--format", "json", "--no-color", "--force-exclusion"]
     if autocorrect:
-        argv.append("--autocorrect")
-    cmd = runner.run([*argv, "--", *files], cwd=repo, timeout_s=LINT_TIMEOUT_S)
+        argv.append("--autocorrect-all")
+    run_dir = None if has_rubocop_config(repo, files) else scratch_dir(repo)
+    try:
+        if run_dir is not None:
+            argv += ["--config", str(_copy_resource(DEFAULT_RUBOCOP_CONFIG, run_dir))]
+        cmd = runner.run([*argv, "--", *files], cwd=repo, timeout_s=LINT_TIMEOUT_S)
+    finally:
+        if run_dir is not None:
+            remove_scratch(run_dir)
     if cmd.reason or cmd.exit_code not in (0, 1):
         why = cmd.reason or f"exit {cmd.exit_code}"
         raise ToolchainError(f"rubocop on {', '.join(files)}: {why}: {tail(cmd.stderr, 500)}")
@@ -268,5 +307,16 @@ class RubyRspecToolchain(Toolchain):
     """ruby-rspec: RSpec + SimpleCov + RuboCop."""
 
     name = "ruby-rspec"
+    config_files = (
+        ".rubocop.yml",
+        "spec/.rubocop.yml",
+        ".rubocop_todo.yml",
+        ".rspec",
+        ".simplecov",
+        "Gemfile",
+        "Gemfile.lock",
+        ".ruby-version",
+    )
+    resources = (HELPER_NAME, DEFAULT_RUBOCOP_CONFIG)
     run_tests = staticmethod(run_tests)
     lint = staticmethod(lint)
