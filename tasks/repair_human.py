@@ -54,7 +54,8 @@ def handoff_markdown(state: GroupState) -> str:
     if d is not None:
         out += [
             "## Diagnosis",
-            f"{d.root_cause} (confidence {d.confidence:.2f}, wrong side: {d.wrong_side})",
+            f"{d.root_cause} (confidence {d.confidence:.2f}, "
+            f"wrong side: {d.wrong_side or 'not stated'})",
             f"Strategy: {d.repair_strategy}",
             *[f"- alternative: {a.root_cause} ({a.confidence:.2f})" for a in d.alternatives],
         ]

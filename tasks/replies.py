@@ -8,15 +8,43 @@ with ``response_format`` named after ``SCHEMA_NAMES``. Plain data: no I/O here.
 from __future__ import annotations
 
 import json
-from typing import Literal
+import logging
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+
+log = logging.getLogger(__name__)
 
 
 class _Reply(BaseModel):
-    # extra="forbid" puts additionalProperties: false into the schema, which strict
-    # json_schema response formats require, and rejects replies that invent fields.
-    model_config = ConfigDict(extra="forbid")
+    """Strict in what is asked, tolerant in what is read.
+
+    The schema sent to the model is strict: ``additionalProperties: false`` (extra="forbid")
+    and every field required, defaults included (the serialization-mode schema), as strict
+    json_schema response formats want. A reply is read leniently: fields nobody asked for are
+    dropped, and a list the protocol (DESIGN.md) does not insist on may be missing or empty.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_mode_override="serialization",
+        json_schema_serialization_defaults_required=True,
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_unknown_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = set(data) - set(cls.model_fields)
+            if unknown:
+                log.debug("%s reply: ignoring unknown fields %s", cls.__name__, sorted(unknown))
+                return {k: v for k, v in data.items() if k in cls.model_fields}
+        return data
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    # A field read with a default is still asked for as required: its schema shows none.
+    schema.pop("default", None)
 
 
 class CodeBlock(_Reply):
@@ -51,20 +79,39 @@ class Diagnosis(_Reply):
     )
     repair_strategy: str = Field(description="What the patch should do, concretely")
     confidence: float = Field(ge=0, le=1, description="Probability the root cause is right")
-    wrong_side: Literal["test", "code", "both"] = Field(
-        description="Which side should change: the test, the production code, or both"
+    # Asked for as in the schema (a required side, one or two alternatives); read when absent.
+    wrong_side: Annotated[
+        Literal["test", "code", "both"] | None,
+        WithJsonSchema({"enum": ["test", "code", "both"], "type": "string"}),
+    ] = Field(
+        default=None,
+        title="Wrong Side",
+        description="Which side should change: the test, the production code, or both",
+        json_schema_extra=_no_default,
     )
     alternatives: list[Alternative] = Field(
-        min_length=1, max_length=2, description="One or two competing hypotheses"
+        default_factory=list,
+        description="One or two competing hypotheses",
+        json_schema_extra={"minItems": 1, "maxItems": 2},
     )
+
+    @field_validator("alternatives")
+    @classmethod
+    def _two_best(cls, value: list[Alternative]) -> list[Alternative]:
+        # More than asked for is not an error: the two most likely are the ones tried.
+        return sorted(value, key=lambda a: -a.confidence)[:2]
 
 
 class JudgeVerdict(_Reply):
     """The judge's reply (JSON schema name ``judge_verdict``)."""
 
     score: float = Field(ge=0, le=1, description="One of the rubric's levels: 0.0 .. 1.0")
-    reasons: list[str] = Field(description="Why this level: concrete observations")
-    missing: list[str] = Field(description="Behaviours, paths or assertions that are missing")
+    reasons: list[str] = Field(
+        default_factory=list, description="Why this level: concrete observations"
+    )
+    missing: list[str] = Field(
+        default_factory=list, description="Behaviours, paths or assertions that are missing"
+    )
 
 
 class ScoutFailure(_Reply):

@@ -392,21 +392,45 @@ def test_reply_models_constrain_values() -> None:
         "alternatives": [{"root_cause": "r2", "repair_strategy": "s2", "confidence": 0.2}],
     }
     assert Diagnosis.model_validate(good).confidence == 0.7
-    for bad in (
-        {"confidence": 1.5},
-        {"wrong_side": "neither"},
-        {"alternatives": []},
-        {"extra": 1},
-    ):
+    for bad in ({"confidence": 1.5}, {"wrong_side": "neither"}, {"root_cause": None}):
         with pytest.raises(ValidationError):
             Diagnosis.model_validate(good | bad)
     assert JudgeVerdict(score=0.8, reasons=["exact"], missing=[]).score == 0.8
     with pytest.raises(ValidationError):
         JudgeVerdict(score=1.2, reasons=[], missing=[])
+    # Asked strictly: every field required, nothing else allowed, one or two alternatives.
     schema = json.loads(schema_text(Diagnosis))
     assert schema["additionalProperties"] is False
-    assert "wrong_side" in schema["required"]
+    assert set(schema["required"]) == set(schema["properties"])
+    assert "default" not in schema["properties"]["wrong_side"]
+    alternatives = schema["properties"]["alternatives"]
+    assert (alternatives["minItems"], alternatives["maxItems"]) == (1, 2)
+    verdict = json.loads(schema_text(JudgeVerdict))
+    assert set(verdict["required"]) == {"score", "reasons", "missing"}
     assert set(SCHEMA_NAMES.values()) == {"diagnosis", "judge_verdict", "scout_failures"}
+
+
+def test_reply_models_read_what_the_protocol_lists_and_no_more() -> None:
+    # DESIGN.md's diagnosis has no wrong_side, and a list may come back empty or longer than
+    # asked: such a reply is read, not re-asked; a field nobody asked for is dropped.
+    minimal = {
+        "root_cause": "r",
+        "affected_code_blocks": [],
+        "repair_strategy": "s",
+        "confidence": 0.9,
+        "alternatives": [],
+        "notes": "an invented field",
+    }
+    diagnosis = Diagnosis.model_validate(minimal)
+    assert diagnosis.wrong_side is None and diagnosis.alternatives == []
+    three = [
+        {"root_cause": f"r{c}", "repair_strategy": "s", "confidence": c} for c in (0.1, 0.3, 0.2)
+    ]
+    kept = Diagnosis.model_validate(minimal | {"alternatives": three}).alternatives
+    assert [a.root_cause for a in kept] == ["r0.3", "r0.2"]
+    assert JudgeVerdict.model_validate({"score": 0.6}) == JudgeVerdict(
+        score=0.6, reasons=[], missing=[]
+    )
 
 
 def _copy(tmp_path: Path) -> Path:
