@@ -1,4 +1,5 @@
-"""The prompt context of one target: source, docs, existing specs, support files, versions.
+"""The prompt context of one target: source, docs, existing specs, support files, the code it
+uses (see :mod:`tasks.context_refs`), versions.
 
 Every repository file goes through :func:`tasks.secrets.read_for_prompt` (secret files refused,
 values redacted); a file that cannot be read is left out with a debug line, never an error, so
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from tasks.context_refs import python_imported_files, ruby_referenced_files, underscore
 from tasks.errors import BadInputError
 from tasks.secrets import read_for_prompt
 from tasks.targets import Target
@@ -82,10 +84,6 @@ def _read(project: Path, rel: str, max_bytes: int = MAX_FILE_BYTES) -> str | Non
         return None
 
 
-def _underscore(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
-
-
 def _factory_files(project: Path) -> list[str]:
     root = project / "spec" / "factories"
     if not root.is_dir():
@@ -97,7 +95,7 @@ def _referenced(factory: str, source_text: str, source: str) -> bool:
     """Whether the factory file probably serves the source: it names a constant the source uses
     (``Customer`` -> customers.rb) or the source file itself (a model's own factory)."""
     stem = Path(factory).stem
-    names = {_underscore(c) for c in _CONSTANT.findall(source_text)}
+    names = {underscore(c) for c in _CONSTANT.findall(source_text)}
     names.add(Path(source).stem)
     return any(stem in (n, n + "s", n + "es") or stem.rstrip("s") == n for n in names)
 
@@ -111,19 +109,23 @@ def _ruby_context_paths(project: Path, target: Target, source_text: str) -> list
     # The factories the source needs come first; the others follow while the budget lasts, so a
     # model can reuse them instead of writing duplicates.
     needed = [f for f in factories if _referenced(f, source_text, target.source)]
-    paths += needed + [f for f in factories if f not in needed]
+    paths += needed
+    # The code around the source (routes, templates, the classes it names), then the schema,
+    # then the other factories while the budget lasts.
+    paths += ruby_referenced_files(project, target.source, source_text, target.kind)
     if target.kind in (SourceKind.MODEL, SourceKind.SERIALIZER, SourceKind.CONTROLLER):
         paths.append("db/schema.rb")
-    return paths
+    return paths + [f for f in factories if f not in needed]
 
 
-def _python_context_paths(project: Path) -> list[str]:
+def _python_context_paths(project: Path, target: Target, source_text: str) -> list[str]:
     paths = ["tests/conftest.py", "pyproject.toml", "setup.cfg", "pytest.ini"]
-    return paths + sorted(
+    paths += sorted(
         p.relative_to(project).as_posix()
         for p in (project / "tests").glob("**/conftest.py")
         if p.relative_to(project).as_posix() != "tests/conftest.py"
     )
+    return paths + python_imported_files(project, target.source, source_text)
 
 
 def gem_versions(project: Path) -> dict[str, str]:
@@ -198,7 +200,7 @@ def build_context(project: Path, target: Target, language: str) -> PromptContext
         paths = _ruby_context_paths(project, target, source_text)
         versions = gem_versions(project)
     else:
-        paths = _python_context_paths(project)
+        paths = _python_context_paths(project, target, source_text)
         versions = python_versions(project)
     files: list[FileText] = []
     used = 0
@@ -206,7 +208,7 @@ def build_context(project: Path, target: Target, language: str) -> PromptContext
         if rel in target.specs or not (project / rel).is_file():
             continue
         text = _read(project, rel)
-        if text is None:
+        if not text or not text.strip():  # unreadable, or empty (a bare __init__.py)
             continue
         if used + len(text) > MAX_CONTEXT_BYTES:
             log.debug("context of %s: budget reached, %s left out", target.source, rel)

@@ -157,3 +157,88 @@ def test_python_context_has_conftest_config_and_interpreter(tmp_path: Path) -> N
 
 def test_gem_versions_without_a_lock_file_is_empty(tmp_path: Path) -> None:
     assert gem_versions(tmp_path) == {}
+
+
+def test_controller_context_has_routes_superclass_and_the_classes_it_names(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "app/controllers/api/orders_controller.rb": "module Api\n"
+            "  class OrdersController < Api::BaseController\n"
+            "    def show\n      render json: OrderSerializer.new(Order.find(params[:id]))\n"
+            "    end\n  end\nend\n",
+            "app/controllers/api/base_controller.rb": "module Api\n"
+            "  class BaseController < ApplicationController\n"
+            "    before_action :authenticate!\n  end\nend\n",
+            "app/serializers/order_serializer.rb": "class OrderSerializer\nend\n",
+            "app/models/order.rb": "class Order < ApplicationRecord\nend\n",
+            "app/models/widget.rb": "class Widget < ApplicationRecord\nend\n",
+            "config/routes.rb": "Rails.application.routes.draw do\nend\n",
+            "db/schema.rb": 'create_table "orders"\n',
+        },
+    )
+    target = Target(
+        source="app/controllers/api/orders_controller.rb",
+        kind=SourceKind.CONTROLLER,
+        spec="spec/requests/api/orders_spec.rb",
+        reason="untested",
+    )
+    paths = [f.path for f in build_context(tmp_path, target, "ruby").context_files]
+    assert paths == [
+        "config/routes.rb",
+        "app/controllers/api/base_controller.rb",
+        "app/serializers/order_serializer.rb",
+        "app/models/order.rb",
+        "db/schema.rb",
+    ]
+
+
+def test_mailer_context_has_its_templates(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "app/mailers/order_mailer.rb": "class OrderMailer < ApplicationMailer\nend\n",
+            "app/mailers/application_mailer.rb": "class ApplicationMailer\nend\n",
+            "app/views/order_mailer/confirmation.text.erb": "Thanks <%= @name %>\n",
+            "app/views/other_mailer/x.text.erb": "no\n",
+        },
+    )
+    target = Target(
+        source="app/mailers/order_mailer.rb",
+        kind=SourceKind.MAILER,
+        spec="spec/mailers/order_mailer_spec.rb",
+        reason="untested",
+    )
+    paths = [f.path for f in build_context(tmp_path, target, "ruby").context_files]
+    assert paths == [
+        "app/views/order_mailer/confirmation.text.erb",
+        "app/mailers/application_mailer.rb",
+    ]
+
+
+def test_python_context_has_the_project_modules_the_source_imports(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "src/shop/__init__.py": "",
+            "src/shop/orders.py": "import json\nimport shop.money\n"
+            "from shop import stock\nfrom .pricing import total\nfrom ..outside import x\n"
+            "from pydantic import BaseModel\n",
+            "src/shop/money.py": "CENTS = 100\n",
+            "src/shop/stock.py": "class Stock: ...\n",
+            "src/shop/pricing.py": "def total(): ...\n",
+            "src/shop/unused.py": "X = 1\n",
+        },
+    )
+    target = Target(
+        source="src/shop/orders.py", kind=SourceKind.PYTHON, spec="tests/t.py", reason="untested"
+    )
+    paths = [f.path for f in build_context(tmp_path, target, "python").context_files]
+    assert paths == [
+        "src/shop/money.py",  # the empty package __init__.py says nothing: left out
+        "src/shop/stock.py",
+        "src/shop/pricing.py",
+    ]
+    # A source that does not parse still gets its context, without imports.
+    (tmp_path / "src/shop/orders.py").write_text("from shop import stock\ndef broken(:\n")
+    assert [f.path for f in build_context(tmp_path, target, "python").context_files] == []
