@@ -45,7 +45,11 @@ def map_sources(project: Path, toolchain: str | None) -> Mapping:
 
 @task(name="run-suite", task_run_name="run suite of {project.name}", cache_policy=NO_CACHE)
 def run_suite(
-    project: Path, toolchain: ToolchainName, runner: CommandRunner, spec_timeout_s: float
+    project: Path,
+    toolchain: ToolchainName,
+    runner: CommandRunner,
+    spec_timeout_s: float,
+    python: str | None = None,
 ) -> tuple[SuiteResult, dict[str, str]]:
     """The suite with coverage, robust to bad specs.
 
@@ -53,7 +57,7 @@ def run_suite(
     (timeout, memory or process limit), each spec runs alone to find the culprits, which are set
     aside with their reason: one hostile spec never hides every other file's results.
     """
-    chain = get_toolchain(toolchain)
+    chain = get_toolchain(toolchain, python)
     suite = chain.run_suite(project, runner)
     broken: dict[str, str] = {}
     if suite.validation.reason:
@@ -112,7 +116,7 @@ def audit(repo: str, ref: str = "HEAD") -> AuditReport:
         mapping = map_sources(project, settings.toolchain)
         runner = make_runner(settings.sandbox, root=wt)
         suite, broken = run_suite(
-            project, mapping.toolchain, runner, settings.sandbox.spec_timeout_s
+            project, mapping.toolchain, runner, settings.sandbox.spec_timeout_s, settings.python
         )
         specs = sorted({s for f in mapping.files for s in f.specs} | set(broken))
         lint = lint_specs(project, mapping.toolchain, specs, runner)

@@ -96,11 +96,11 @@ def _release_client(token: str) -> ModelClient | None:
     name="baseline-suite", task_run_name="baseline suite of {project.name}", cache_policy=NO_CACHE
 )
 def baseline_suite(
-    project: Path, toolchain: ToolchainName, runner: CommandRunner
+    project: Path, toolchain: ToolchainName, runner: CommandRunner, python: str | None = None
 ) -> tuple[SuiteResult, dict[str, str]]:
     """The suite with coverage before any change; spec files that cannot load are set aside and
     the rest re-run, so one broken spec never hides every other file's baseline."""
-    chain = get_toolchain(toolchain)
+    chain = get_toolchain(toolchain, python)
     suite = chain.run_suite(project, runner)
     broken = dict.fromkeys(specs_failing_to_load(suite.validation), "did not load")
     if broken:
@@ -223,7 +223,7 @@ def nightly(
             project = wt / sub if sub else wt
             mapping = map_sources(project, settings.toolchain)
             runner = make_runner(settings.sandbox, root=wt)
-            suite, broken = baseline_suite(project, mapping.toolchain, runner)
+            suite, broken = baseline_suite(project, mapping.toolchain, runner, settings.python)
             specs = sorted({s for f in mapping.files for s in f.specs} | set(broken))
             static = check_specs(project, specs)
             baseline = build_report(

@@ -110,7 +110,7 @@ def scout(
             raise BadInputError(errors[0])
         return cases, errors
     runner = make_runner(settings.sandbox, root=project)
-    suite = get_toolchain(toolchain).run_suite(project, runner)
+    suite = get_toolchain(toolchain, settings.python).run_suite(project, runner)
     if not suite.validation.loaded:
         raise BadInputError(f"{user_repo}: the suite did not load: {suite.validation.load_error}")
     return suite.validation.examples, []

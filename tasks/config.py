@@ -6,6 +6,7 @@ Nested groups use `__` in environment names, e.g. `AUTOPILOT_GATES__MIN_COVERAGE
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -111,6 +112,12 @@ class Settings(BaseSettings):
         None, description="Override toolchain detection"
     )
     archive: str | None = Field(None, description="Archive URI; default <home>/archive")
+    python: str | None = Field(
+        None,
+        description="Interpreter that runs a Python project's tests (it needs pytest and "
+        "coverage), e.g. the project's .venv/bin/python; relative to the repository; "
+        "default: Autopilot's own",
+    )
 
     @property
     def model_configured(self) -> bool:
@@ -167,7 +174,19 @@ def load_settings(repo: Path | None = None, overrides: dict[str, Any] | None = N
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"invalid setting {where}: {first['msg']}") from None
+    if settings.python is not None and repo is not None:
+        settings = settings.model_copy(update={"python": _interpreter(repo, settings.python)})
     return settings
+
+
+def _interpreter(repo: Path, python: str) -> str:
+    """The `python` setting as an absolute path (relative ones are taken from the repository:
+    the runs happen in worktrees, which have no virtualenv); it must be an executable file."""
+    # abspath, not resolve: a virtualenv's python is a symlink whose target is not the venv.
+    path = os.path.abspath(os.path.join(repo, os.path.expanduser(python)))
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise ConfigError(f"invalid setting python: {path} is not an executable file")
+    return path
 
 
 def _override(obj: M, path: list[str], value: Any) -> M:

@@ -109,7 +109,9 @@ def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOut
             context=context,
             skill=skill,
             toolchain=job.toolchain,
-            toolchain_config=get_toolchain(job.toolchain).config_digest(job.project),
+            toolchain_config=get_toolchain(job.toolchain, job.settings.python).config_digest(
+                job.project
+            ),
             settings=job.settings,
             max_iterations=job.max_iterations,
         )
@@ -135,7 +137,7 @@ def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOut
         outcome = generate_for_file(
             copy,
             target,
-            toolchain=get_toolchain(job.toolchain),
+            toolchain=get_toolchain(job.toolchain, job.settings.python),
             runner=runner,
             client=client,
             settings=job.settings,

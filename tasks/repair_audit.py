@@ -228,10 +228,13 @@ def audit_patch(
         specs = rerun_specs(project, toolchain, group, info.files)
         base.rerun_specs = specs
         digest = hashlib.sha256(patch.encode()).hexdigest()
-        key = cache_key(base_commit, digest, specs, extra=json.dumps([toolchain, sub, "v1"]))
+        extra = json.dumps([toolchain, sub, settings.python, "v1"])
+        key = cache_key(base_commit, digest, specs, extra=extra)
         result = _cached_validation(settings.home, key)
         if result is None:
-            result = get_toolchain(toolchain).run_specs(project, specs, None, runner)
+            result = get_toolchain(toolchain, settings.python).run_specs(
+                project, specs, None, runner
+            )
             if result.reason is None:  # a timeout may be transient: never cache it
                 _store_validation(settings.home, key, result)
         else:

@@ -160,17 +160,17 @@ class BwrapRunner(Runner):
             "/tmp",
             "--dir",
             SANDBOX_HOME,
-            # After the tmpfs: a root under /tmp must show through the private /tmp.
+        ]
+        # After the tmpfs, what lives under /tmp must show through the private /tmp: our own
+        # interpreter (the python toolchain runs it) in a checkout cloned there, and the program
+        # run when it is an absolute path there (a project's virtualenv), read-only like the rest
+        # of the system; then the root, writable, last so that it wins over a read-only parent.
+        for path in sorted(set(_interpreter_dirs_under_tmp() + _program_dirs_under_tmp(argv[0]))):
+            cmd += ["--ro-bind", path, path]
+        cmd += [
             "--bind",
             root,
             root,
-        ]
-        # So must our own interpreter (the python toolchain runs it) when it lives under /tmp,
-        # as it does in a checkout cloned there: read-only, like the rest of the system.
-        for path in _interpreter_dirs_under_tmp():
-            if not (root == path or root.startswith(path + "/")):
-                cmd += ["--ro-bind", path, path]
-        cmd += [
             "--clearenv",
         ]
         for name, value in env.items():
@@ -199,6 +199,15 @@ def _interpreter_dirs_under_tmp() -> list[str]:
     dirs = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     dirs |= {os.path.abspath(p) for p in (sys.prefix, sys.exec_prefix)}
     return sorted(d for d in dirs if d == "/tmp" or d.startswith("/tmp/"))
+
+
+def _program_dirs_under_tmp(program: str) -> list[str]:
+    """The installation an absolute program under /tmp belongs to (``<prefix>/bin/<name>``
+    -> ``<prefix>``), for the path given and the one its links lead to."""
+    if not os.path.isabs(program):
+        return []
+    prefixes = {os.path.dirname(os.path.dirname(p)) for p in (program, os.path.realpath(program))}
+    return sorted(d for d in prefixes if d.startswith("/tmp/"))
 
 
 class LocalRunner(Runner):

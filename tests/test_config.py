@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,17 @@ def test_invalid_env_value_is_a_config_error(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("AUTOPILOT_SANDBOX__BACKEND", "chroot")
     with pytest.raises(ConfigError, match="backend"):
         load_settings()
+
+
+def test_python_interpreter_is_taken_from_the_repository_and_must_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(sys.executable)  # a virtualenv's python is a link: kept, not resolved
+    (tmp_path / "autopilot.toml").write_text('python = ".venv/bin/python"\n')
+    assert load_settings(tmp_path).python == str(python)
+    monkeypatch.setenv("AUTOPILOT_PYTHON", "env/bin/python3")
+    with pytest.raises(ConfigError, match=r"^invalid setting python: .*env/bin/python3 is not an"):
+        load_settings(tmp_path)
+    assert load_settings(None).python == "env/bin/python3"  # no repository: left as given

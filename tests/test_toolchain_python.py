@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import coverage
@@ -242,3 +243,38 @@ def test_suite_with_a_broken_file_and_without_it(inv: Path) -> None:
     rest = TC.run_suite(inv, runner, exclude=["tests/test_reports.py"])
     assert rest.validation.passed
     assert len(rest.validation.examples) == 11
+
+
+def _project_interpreter(tmp_path: Path) -> Path:
+    """An interpreter with a package of its own (`extdep`), as a project's virtualenv has: a
+    wrapper around this one that adds a site directory (under /tmp, which the sandbox hides
+    unless the program run lives there)."""
+    site = tmp_path / "project-site"
+    (site / "extdep").mkdir(parents=True)
+    (site / "extdep" / "__init__.py").write_text("ANSWER = 42\n")
+    python = tmp_path / "venv-bin" / "python"
+    python.parent.mkdir()
+    python.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    return python
+
+
+def test_tests_run_with_the_configured_interpreter(inv: Path, tmp_path: Path) -> None:
+    write(
+        inv,
+        "tests/test_reports.py",
+        "import extdep\n\n\ndef test_dependency_of_the_project():\n"
+        "    assert extdep.ANSWER == 42\n",
+    )
+    specs, target = ["tests/test_reports.py"], "src/inventory/reports.py"
+    # Autopilot's own interpreter lacks the project's dependency: the spec does not load.
+    default = TC.run_specs(inv, specs, target, runner_for(inv))
+    assert default.loaded is False and "No module named 'extdep'" in (default.load_error or "")
+    python = _project_interpreter(tmp_path)
+    chain = get_toolchain("python-pytest", str(python))
+    result = chain.run_specs(inv, specs, target, runner_for(inv))
+    assert result.passed, result.load_error
+    assert [e.status for e in result.examples] == ["passed"]
+    assert result.coverage is not None  # coverage ran under it too
+    # Another interpreter is another validation: the outcome cache must not mix them.
+    assert chain.config_digest(inv) != TC.config_digest(inv)

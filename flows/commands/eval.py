@@ -67,7 +67,7 @@ def _inject(project: Path, root: Path, sub: str, regressions: int, seed: int) ->
     settings = load_settings(project)
     toolchain = detect_toolchain(project, settings.toolchain)
     runner = make_runner(settings.sandbox, root=root)
-    suite = get_toolchain(toolchain).run_suite(project, runner)
+    suite = get_toolchain(toolchain, settings.python).run_suite(project, runner)
     sources = {
         path: (project / path).read_text(encoding="utf-8")
         for path in suite.files

@@ -13,8 +13,13 @@ from tasks.types import ToolchainName
 __all__ = ["CommandRunner", "SuiteResult", "Toolchain", "ToolchainError", "get_toolchain"]
 
 
-def get_toolchain(name: ToolchainName | str) -> Toolchain:
+def get_toolchain(name: ToolchainName | str, python: str | None = None) -> Toolchain:
     """The toolchain called `name`.
+
+    Args:
+        name: ``ruby-rspec`` or ``python-pytest``.
+        python: the interpreter python-pytest runs the tests with (the ``python`` setting);
+            None for Autopilot's own. Ignored by ruby-rspec.
 
     Raises:
         ConfigError: no toolchain has that name.
@@ -27,5 +32,5 @@ def get_toolchain(name: ToolchainName | str) -> Toolchain:
     if name == "python-pytest":
         from tasks.toolchains.python import PythonPytestToolchain
 
-        return PythonPytestToolchain()
+        return PythonPytestToolchain(python)
     raise ConfigError(f"unknown toolchain {name!r} (expected ruby-rspec or python-pytest)")

@@ -1,14 +1,16 @@
 """The python-pytest toolchain: pytest (JUnit XML), coverage.py (JSON report) and ruff.
 
-The target project runs with this project's interpreter (``sys.executable``, i.e. the
-Autopilot venv, which ships pytest, coverage and ruff): the target is not installed, so it must
-find its own package through its pytest configuration (``pythonpath = ["src"]``) or a
-conftest.py, as the example project does. A project needing other dependencies needs them in
-that interpreter (or a sandbox image that has them).
+The tests run with the interpreter the settings name (``python``, e.g. the project's own
+virtualenv, which must have pytest and coverage: a project with its own dependencies needs
+that), by default with this project's (``sys.executable``, the Autopilot venv, which ships
+pytest and coverage). Either way the target is not installed into it: it must find its own
+package through its pytest configuration (``pythonpath = ["src"]``) or a conftest.py, as the
+example project does. ruff always runs from the Autopilot venv: it needs no project code.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import sys
@@ -74,11 +76,13 @@ def run_tests(
     reports_dir: Path | None,
     exclude: list[str] | None = None,
     coverage: bool = True,
+    python: str | None = None,
 ) -> tuple[ValidationResult, dict[str, FileCoverage]]:
     """Run test files (or the suite) under coverage.py with a JUnit XML report.
 
     Collection errors make the result not loaded; the coverage JSON gives every measured file
-    (unimported ones at 0 %). See :meth:`Toolchain.run_specs` for the arguments.
+    (unimported ones at 0 %). `python` is the interpreter (default: this one). See
+    :meth:`Toolchain.run_specs` for the other arguments.
     """
     repo = repo.resolve()
     run_dir = scratch_dir(repo)
@@ -86,7 +90,7 @@ def run_tests(
         data_file = run_dir / ".coverage"
         xml_out = run_dir / "junit.xml"
         json_out = run_dir / "coverage.json"
-        py = sys.executable
+        py = python or sys.executable
         cov = [py, "-m", "coverage"]
         measure = [
             *cov,
@@ -283,5 +287,35 @@ class PythonPytestToolchain(Toolchain):
         ".ruff.toml",
         ".coveragerc",
     )
-    run_tests = staticmethod(run_tests)
     lint = staticmethod(lint)
+
+    def __init__(self, python: str | None = None) -> None:
+        self.python = python or sys.executable
+
+    def run_tests(
+        self,
+        repo: Path,
+        specs: list[str],
+        target: str | None,
+        runner: CommandRunner,
+        *,
+        timeout_s: float | None,
+        reports_dir: Path | None,
+        exclude: list[str] | None = None,
+        coverage: bool = True,
+    ) -> tuple[ValidationResult, dict[str, FileCoverage]]:
+        return run_tests(
+            repo,
+            specs,
+            target,
+            runner,
+            timeout_s=timeout_s,
+            reports_dir=reports_dir,
+            exclude=exclude,
+            coverage=coverage,
+            python=self.python,
+        )
+
+    def config_digest(self, repo: Path) -> str:
+        # Another interpreter is another set of installed packages: another validation.
+        return hashlib.sha256(f"{super().config_digest(repo)}\0{self.python}".encode()).hexdigest()
