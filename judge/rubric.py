@@ -40,7 +40,11 @@ class Rubric(BaseModel):
     levels: dict[float, str]
 
     def nearest_level(self, score: float) -> float:
-        """Snap a score to the closest rubric level (ties go to the lower level).
+        """Snap a score to the closest rubric level (a tie goes to the upper level).
+
+        Ties go up so that snapping never changes a gate decision at a threshold between two
+        levels: the default ``min_judge`` 0.7 lies between 0.6 and 0.8, and a judge answering
+        exactly 0.7 reaches it, as the raw score does.
 
         Args:
             score: Any number; values outside 0..1 snap to the nearest end.
@@ -48,7 +52,10 @@ class Rubric(BaseModel):
         Returns:
             One of the rubric's levels.
         """
-        return min(sorted(self.levels), key=lambda level: abs(level - score))
+        # Distances rounded: 0.7 - 0.6 and 0.8 - 0.7 differ in binary floating point.
+        return min(
+            sorted(self.levels, reverse=True), key=lambda level: round(abs(level - score), 9)
+        )
 
 
 def _split_front_matter(raw: str, name: str) -> tuple[dict[str, object], str]:

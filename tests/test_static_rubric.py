@@ -494,7 +494,8 @@ def test_rubric_levels_are_exactly_the_contract() -> None:
 def test_rubric_nearest_level() -> None:
     rubric = load_rubric()
     assert rubric.nearest_level(0.74) == 0.8
-    assert rubric.nearest_level(0.7) == 0.6  # a tie goes to the lower level
+    assert rubric.nearest_level(0.7) == 0.8  # a tie goes up: 0.7 reaches min_judge 0.7
+    assert rubric.nearest_level(0.69) == 0.6 and rubric.nearest_level(0.5) == 0.6
     assert rubric.nearest_level(-3) == 0.0
     assert rubric.nearest_level(1.2) == 1.0
 
