@@ -12,7 +12,7 @@ from tasks.config import SandboxSettings
 from tasks.sandbox import make_runner
 from tasks.toolchains import ToolchainError, get_toolchain
 from tasks.toolchains.base import CommandRunner
-from tasks.toolchains.ruby import parse_rspec_run, parse_rubocop_json
+from tasks.toolchains.ruby import has_rubocop_config, parse_rspec_run, parse_rubocop_json
 from tasks.types import CommandResult
 from tests.examples_repo import git, make_example_repo
 
@@ -350,3 +350,15 @@ def test_suite_with_a_broken_spec_and_without_it(shop: Path) -> None:
     assert rest.validation.passed
     assert len(rest.validation.examples) == 14
     assert rest.files["app/models/product.rb"].covered_lines > 0
+
+
+def test_rubocop_config_is_found_where_rubocop_finds_it(tmp_path: Path) -> None:
+    app = tmp_path / "mono" / "apps" / "shop"
+    (app / "spec" / "models").mkdir(parents=True)
+    assert not has_rubocop_config(app, ["spec/models/a_spec.rb"])
+    (tmp_path / "mono" / ".rubocop.yml").write_text("AllCops: {}\n")  # the monorepo's root
+    assert has_rubocop_config(app, ["spec/models/a_spec.rb"])
+    (tmp_path / "mono" / ".rubocop.yml").unlink()
+    (app / "spec" / ".rubocop.yml").write_text("AllCops: {}\n")  # the spec tree's own
+    assert has_rubocop_config(app, ["spec/models/a_spec.rb"])
+    assert not has_rubocop_config(app, ["lib/x.rb"])

@@ -76,20 +76,17 @@ def _copy_helper(run_dir: Path) -> Path:
 
 
 def has_rubocop_config(repo: Path, files: list[str]) -> bool:
-    """Whether RuboCop finds a project configuration for any of `files`.
+    """Whether RuboCop finds a configuration for any of `files`.
 
-    RuboCop uses the nearest ``.rubocop.yml`` from a file's directory up; only the repository is
-    searched (the sandbox's HOME is private, so no user configuration applies there).
+    RuboCop uses the nearest ``.rubocop.yml`` from a file's directory up, past the project (a
+    monorepo's root configuration counts); the sandbox's HOME is private, so no user
+    configuration applies there.
     """
     root = repo.resolve()
     for rel in files:
-        directory = (root / rel).parent
-        while True:
-            if (directory / ".rubocop.yml").is_file():
-                return True
-            if directory == root or root not in directory.parents:
-                break
-            directory = directory.parent
+        start = (root / rel).parent
+        if any((d / ".rubocop.yml").is_file() for d in (start, *start.parents)):
+            return True
     return False
 
 
