@@ -166,7 +166,8 @@ class BwrapRunner(Runner):
         # run when it is an absolute path there (a project's virtualenv), read-only like the rest
         # of the system; then the root, writable, last so that it wins over a read-only parent.
         for path in sorted(set(_interpreter_dirs_under_tmp() + _program_dirs_under_tmp(argv[0]))):
-            cmd += ["--ro-bind", path, path]
+            if path != "/tmp":  # never the whole of /tmp: it would undo the private one
+                cmd += ["--ro-bind", path, path]
         cmd += [
             "--bind",
             root,
