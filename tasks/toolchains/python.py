@@ -290,32 +290,17 @@ class PythonPytestToolchain(Toolchain):
     lint = staticmethod(lint)
 
     def __init__(self, python: str | None = None) -> None:
+        self.configured = python
         self.python = python or sys.executable
 
     def run_tests(
-        self,
-        repo: Path,
-        specs: list[str],
-        target: str | None,
-        runner: CommandRunner,
-        *,
-        timeout_s: float | None,
-        reports_dir: Path | None,
-        exclude: list[str] | None = None,
-        coverage: bool = True,
+        self, *args: Any, **kwargs: Any
     ) -> tuple[ValidationResult, dict[str, FileCoverage]]:
-        return run_tests(
-            repo,
-            specs,
-            target,
-            runner,
-            timeout_s=timeout_s,
-            reports_dir=reports_dir,
-            exclude=exclude,
-            coverage=coverage,
-            python=self.python,
-        )
+        """:func:`run_tests` with this toolchain's interpreter."""
+        return run_tests(*args, python=self.python, **kwargs)
 
     def config_digest(self, repo: Path) -> str:
-        # Another interpreter is another set of installed packages: another validation.
-        return hashlib.sha256(f"{super().config_digest(repo)}\0{self.python}".encode()).hexdigest()
+        # Another interpreter is another set of installed packages: another validation. The
+        # default is named as such, not by its path, so the key holds wherever Autopilot lives.
+        python = self.configured or "(autopilot's own)"
+        return hashlib.sha256(f"{super().config_digest(repo)}\0{python}".encode()).hexdigest()
