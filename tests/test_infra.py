@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _send(req: urllib.request.Request, attempts: int = 8) -> bytes:
+    """The reply body, retrying what the server asks to retry, as Prefect's own client does:
+    503 is its answer when SQLite is busy under concurrent writers (runner, services)."""
+    delay = 0.25
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return bytes(r.read())
+        except urllib.error.HTTPError as exc:
+            if exc.code not in (429, 503) or attempt == attempts - 1:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 4.0)
+    raise AssertionError("unreachable")
 
 
 class PrefectServer:
@@ -98,13 +115,11 @@ class PrefectServer:
             headers={"Content-Type": "application/json"},
             method="POST",
         )
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return json.loads(r.read() or b"null")
+        return json.loads(_send(req) or b"null")
 
     def get(self, path: str) -> Any:
         """GET from the server's API and return the decoded reply."""
-        with urllib.request.urlopen(f"{self.api_url}{path}", timeout=30) as r:
-            return json.loads(r.read())
+        return json.loads(_send(urllib.request.Request(f"{self.api_url}{path}")))
 
     def prefect(self, *args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
         """The prefect CLI against this server."""
