@@ -18,6 +18,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -90,6 +91,14 @@ def pids_cgroup_parent() -> Path | None:
     return None
 
 
+def _backoff(count: int) -> Iterator[float]:
+    """`count` waits in seconds: from 1 ms, doubling, at most 50 ms each."""
+    delay = 0.001
+    for _ in range(count):
+        yield delay
+        delay = min(delay * 2, 0.05)
+
+
 class PidsCgroup:
     """One throwaway cgroup limiting the number of processes of one command run."""
 
@@ -121,8 +130,7 @@ class PidsCgroup:
         # the group usually still lists processes the kernel is tearing down (the sandbox's
         # pid namespace going away): they are gone within a millisecond or two, so back off
         # from 1 ms rather than pay a flat 10 ms on every run (~0.8 s in all at most).
-        delay = 0.001
-        for _ in range(20):
+        for delay in _backoff(20):
             pids = self._pids()
             if not pids:
                 return
@@ -130,7 +138,6 @@ class PidsCgroup:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(delay)
-            delay = min(delay * 2, 0.05)
 
     def _pids(self) -> list[int]:
         try:
@@ -143,8 +150,7 @@ class PidsCgroup:
         self.kill_all()
         # Killed processes leave the group once reaped, usually within a millisecond or two:
         # back off from 1 ms so a short run does not pay a long sleep (~3 s in all).
-        delay = 0.001
-        for _ in range(70):
+        for delay in _backoff(70):
             try:
                 self.path.rmdir()
                 return
@@ -152,5 +158,4 @@ class PidsCgroup:
                 return
             except OSError:
                 time.sleep(delay)
-                delay = min(delay * 2, 0.05)
         logger.warning("could not remove cgroup %s", self.path)

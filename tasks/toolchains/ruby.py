@@ -71,10 +71,6 @@ def _copy_resource(name: str, run_dir: Path) -> Path:
     return dest
 
 
-def _copy_helper(run_dir: Path) -> Path:
-    return _copy_resource(HELPER_NAME, run_dir)
-
-
 def has_rubocop_config(repo: Path, files: list[str]) -> bool:
     """Whether RuboCop finds a configuration for any of `files`.
 
@@ -116,7 +112,7 @@ def run_tests(
     repo = repo.resolve()
     run_dir = scratch_dir(repo)
     try:
-        helper = _copy_helper(run_dir)
+        helper = _copy_resource(HELPER_NAME, run_dir)
         json_out = run_dir / "rspec.json"
         coverage_dir = run_dir / "coverage"
         track = DEFAULT_TRACK if target is None else f"{{app/**/*.rb,lib/**/*.rb,{target}}}"
