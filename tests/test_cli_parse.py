@@ -28,6 +28,8 @@ CASE_KEYS = {
     "error_type",
     "trace",
     "locations",
+    "other_results",
+    "duplicate_of",
 }
 
 
@@ -46,7 +48,15 @@ def test_json_document_matches_the_library(tmp_path: Path) -> None:
     doc = json.loads(done.stdout)
     assert list(doc) == ["summary", "cases", "errors"]
     assert doc["errors"] == []
-    assert set(doc["summary"]) == {"tests", "passed", "failed", "errors", "skipped", "duration"}
+    assert list(doc["summary"]) == [
+        "tests",
+        "passed",
+        "failed",
+        "errors",
+        "skipped",
+        "duration",
+        "duplicates",
+    ]
     assert all(set(case) == CASE_KEYS for case in doc["cases"])
     # The streamed output is exactly what the typed models dump (the CLI skips validation).
     expected = json.loads(parse_reports(reports).model_dump_json())
