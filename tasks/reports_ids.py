@@ -20,6 +20,9 @@ so later steps that key on ids (grouping, repair, diffing runs) never merge diff
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+@lru_cache(maxsize=1024)
 def _module(file: str) -> str:
     """``tests/test_cart.py`` -> ``tests.test_cart``: how runners spell a file as a class."""
     stem = file
@@ -29,33 +32,28 @@ def _module(file: str) -> str:
     return stem.replace("/", ".")
 
 
-def _class_part(classname: str, name: str, file: str | None) -> str:
+def _class_part(classname: str, name: str, file: str) -> str:
     if not classname or classname == name:
         return ""
-    if file is not None:
-        module = _module(file)
-        if classname == module:
-            return ""
-        if classname.startswith(module + "."):
-            return classname[len(module) + 1 :]
+    module = _module(file)
+    if classname == module:
+        return ""
+    if classname.startswith(module) and classname[len(module) : len(module) + 1] == ".":
+        return classname[len(module) + 1 :]
     return classname
 
 
 def base_id(file: str | None, line: int | None, classname: str, name: str, suite: str) -> str:
     """The id of a JUnit case before duplicates are numbered (see the module docstring)."""
+    if file is None:
+        if classname and classname != name:
+            return f"{classname}::{name}"  # Surefire, Gradle, Ant, go-junit-report, xunit2
+        return f"{suite}::{name}" if not name and not classname else f"::{name}"
     cls = _class_part(classname, name, file)
-    if not cls and not name and file is None:
-        cls = suite
-    parts = []
-    if file is not None:
-        parts.append(file if line is None else f"{file}:{line}")
+    where = file if line is None else f"{file}:{line}"
     if cls:
-        parts.append(cls)
-    if name or not parts:
-        parts.append(name)
-    if len(parts) == 1 and file is None:
-        return "::" + parts[0]  # neither file nor class: keep the "class::name" shape
-    return "::".join(parts)
+        return f"{where}::{cls}::{name}"
+    return f"{where}::{name}"
 
 
 class CaseIds:

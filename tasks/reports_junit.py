@@ -88,8 +88,10 @@ def _number(value: str | None) -> float:
 
 
 def _line(value: str | None) -> int | None:
+    if not value:
+        return None
     try:
-        return int(value) if value else None
+        return int(value)
     except ValueError:
         return None
 
@@ -118,10 +120,14 @@ def _text(elem: Any) -> str:
     return text[:MAX_TRACE] if len(text) > MAX_TRACE else text
 
 
+def _first_line(text: str) -> str:
+    return text.split("\n", 1)[0].rstrip("\r")
+
+
 def _result(elem: Any, kind: str) -> Record:
     """message, error_type and trace of one result element."""
     text = _text(elem).strip()
-    message = (elem.get("message") or "").strip() or (text.splitlines()[0] if text else None)
+    message = (elem.get("message") or "").strip() or (_first_line(text) if text else None)
     if kind == "skipped":
         return {"kind": kind, "message": message, "error_type": None, "trace": None}
     trace = text or None
@@ -159,57 +165,43 @@ class _Suite:
 
 
 class _Cases:
-    """Turns finished <testcase> elements into records."""
+    """Turns finished <testcase> elements into records (the per-case hot path)."""
 
     def __init__(self, norm: PathNormaliser) -> None:
         self.norm = norm
 
     def record(self, elem: Any, suite: _Suite | None) -> Record:
-        attrs = elem.attrib
-        name = attrs.get("name", "")
-        classname = attrs.get("classname") or attrs.get("class") or ""
-        raw_file = attrs.get("file") or (suite.file if suite else None)
+        get = elem.attrib.get
+        name = get("name", "")
+        classname = get("classname") or get("class") or ""
+        raw_file = get("file") or (suite.file if suite is not None else None)
         file = self.norm(raw_file) if raw_file else None
-        line = _line(attrs.get("line"))
+        line = _line(get("line"))
         if line is not None and suite is not None and suite.pytest:
             line += 1  # pytest writes the 0-based line of the test function
         status: TestStatus = "passed"
-        results: list[tuple[int, Record]] = []  # (severity, result), in report order
-        out = err = None
-        for child in elem:
-            tag = child.tag
-            severity = _SEVERITY.get(tag)
-            if severity is not None:
-                results.append((severity[0], _result(child, tag)))
-            elif tag in _RERUNS:
-                results.append((0, _result(child, tag)))
-            elif tag == "system-out":
-                out = child.text
-            elif tag == "system-err":
-                err = child.text
-        message = error_type = trace = None
+        message = error_type = trace = out = err = None
         others: list[Record] = []
-        if results:
-            best = max(range(len(results)), key=lambda i: results[i][0])  # the first of the most severe
-            if results[best][0]:
-                main = results[best][1]
+        if len(elem):
+            main, others, out, err = _children(elem)
+            if main is not None:
                 status = _SEVERITY[main["kind"]][1]
                 message, error_type, trace = main["message"], main["error_type"], main["trace"]
-            else:
-                best = -1
-            others = [r for i, (_, r) in enumerate(results) if i != best][:MAX_OTHER_RESULTS]
-        if status == "passed":
-            not_run = _not_run(attrs, suite)
+        if status == "passed" and (
+            get("status") or get("result") or (suite is not None and suite.all_disabled)
+        ):
+            not_run = _not_run(elem.attrib, suite)
             if not_run:
                 status, message = "skipped", not_run
+        duration = get("time")
         return {
-            "id": base_id(file, line, classname, name, suite.name if suite else ""),
+            "id": base_id(file, line, classname, name, suite.name if suite is not None else ""),
             "name": name,
             "classname": classname,
             "file": file,
             "line": line,
             "status": status,
-            "duration": _number(attrs.get("time")),
+            "duration": _number(duration) if duration else 0.0,
             "message": message,
             "error_type": error_type,
             "trace": trace,
@@ -221,6 +213,31 @@ class _Cases:
             "stdout": out[-MAX_OUTPUT:] if out else None,
             "stderr": err[-MAX_OUTPUT:] if err else None,
         }
+
+
+def _children(elem: Any) -> tuple[Record | None, list[Record], str | None, str | None]:
+    """(most severe result, the other results in report order, stdout, stderr) of a case."""
+    results: list[tuple[int, Record]] = []  # (severity, result), in report order
+    out = err = None
+    for child in elem:
+        tag = child.tag
+        severity = _SEVERITY.get(tag)
+        if severity is not None:
+            results.append((severity[0], _result(child, tag)))
+        elif tag in _RERUNS:
+            results.append((0, _result(child, tag)))
+        elif tag == "system-out":
+            out = child.text
+        elif tag == "system-err":
+            err = child.text
+    if not results:
+        return None, [], out, err
+    best = max(range(len(results)), key=lambda i: results[i][0])  # first of the most severe
+    main = results[best][1] if results[best][0] else None
+    if main is None:
+        best = -1
+    others = [r for i, (_, r) in enumerate(results) if i != best][:MAX_OTHER_RESULTS]
+    return main, others, out, err
 
 
 def _parse_error(source: str, exc: ParseError, seen_root: bool) -> ReportError:

@@ -30,6 +30,7 @@ CHUNK = 1 << 16
 _DECLARED = re.compile(rb"""^\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 # Characters XML 1.0 forbids; real reports carry them (ANSI colour codes in captured output).
 _FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_FORBIDDEN_BYTES = re.compile(b"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 # An entity reference that is not one of XML's five predefined entities or a character ref.
 _ENTITY_REF = re.compile(r"&(?!(?:amp|lt|gt|quot|apos);|#)([^\s;&<>\"']{0,40})")
 _BOMS = (
@@ -66,21 +67,38 @@ def _codec(head: bytes, source: str) -> tuple[str, int]:
     return ("utf-8" if name.startswith(("utf-16", "utf-32")) else name), 0
 
 
-def text_chunks(stream: IO[bytes], head: bytes, source: str) -> Iterator[str]:
-    """Yield the document as decoded, repaired text, ``CHUNK`` bytes at a time.
+def text_chunks(stream: IO[bytes], head: bytes, source: str) -> Iterator[str | bytes]:
+    """Yield the document as repaired UTF-8: the first chunk as text, later ones as text or bytes.
+
+    The first chunk is always text, which makes the C parser read everything as UTF-8 whatever
+    the document declares. Later chunks of a UTF-8 document that are plain ASCII without
+    forbidden control characters (nearly all of a real report) are passed on as the bytes
+    they are: decoding and re-encoding them would only cost time.
 
     Raises:
         ReportError: when the declared encoding is unknown.
     """
     name, skip = _codec(head, source)
     decoder = codecs.getincrementaldecoder(name)(errors="replace")
+    plain_ok = name == "utf-8"
     data = head[skip:]
+    first = True
     while True:
-        text = decoder.decode(data, final=not data)
-        if _FORBIDDEN.search(text):
-            text = _FORBIDDEN.sub("\ufffd", text)
-        if text:
-            yield text
+        if (
+            plain_ok
+            and not first
+            and data.isascii()
+            and not _FORBIDDEN_BYTES.search(data)
+            and not decoder.getstate()[0]
+        ):
+            yield data
+        else:
+            text = decoder.decode(data, final=not data)
+            if _FORBIDDEN.search(text):
+                text = _FORBIDDEN.sub("\ufffd", text)
+            if text or first:
+                yield text
+            first = False
         if not data:
             return
         data = stream.read(CHUNK)
