@@ -277,10 +277,10 @@ def iter_junit(
     pull = XMLPullParser(events=("start", "end"))
     cases = _Cases(norm)
     suites: list[_Suite] = []
-    open_elems: list[Any] = []
+    root: Any = None
     in_case = 0
-    seen_root = False
     pending = 0
+    elem: Any = None
     try:
         for chunk in chain(text_chunks(stream, head, source), [None]):
             if chunk is None:
@@ -289,31 +289,27 @@ def iter_junit(
                 guard.feed(chunk)
                 pull.feed(chunk)
                 pending += len(chunk)
+            elem = None
             for event, elem in pull.read_events():
-                pending = 0
                 tag = elem.tag
                 if event == "start":
-                    if not seen_root:
-                        _check_root(tag)
-                        seen_root = True
-                    open_elems.append(elem)
                     if tag == "testcase":
                         in_case += 1
                     elif tag == "testsuite" and not in_case:
                         suites.append(_Suite(elem.attrib, suites[-1] if suites else None))
-                    continue
-                open_elems.pop()
-                if tag == "testcase":
+                    if root is None:
+                        _check_root(tag)
+                        root = elem
+                elif tag == "testcase":
                     in_case -= 1
                     if not in_case:
                         yield cases.record(elem, suites[-1] if suites else None)
-                        # Detach finished elements: the tree never grows past the open path.
-                        del open_elems[-1][:]
                 elif tag == "testsuite" and not in_case:
                     suites.pop()
-                    if open_elems:
-                        del open_elems[-1][:]
-            if pending > MAX_TOKEN:
+            if elem is not None:
+                pending = 0
+                _prune(root)
+            elif pending > MAX_TOKEN:
                 raise Refused(
                     f"a single text or tag is larger than {MAX_TOKEN // 2**20} MB "
                     "(refused to bound memory)"
@@ -321,7 +317,21 @@ def iter_junit(
     except Refused as exc:
         raise ReportError(source, str(exc)) from None
     except ParseError as exc:
-        raise _parse_error(source, exc, seen_root) from None
+        raise _parse_error(source, exc, root is not None) from None
+
+
+def _prune(root: Any) -> None:
+    """Drop every finished element: the open ones are the chain of last children from the root.
+
+    Run after a chunk's events are handled, so nothing still needs the dropped elements; the
+    tree never grows beyond the open path and the elements of one chunk.
+    """
+    elem = root
+    while elem.tag != "testcase" and len(elem):  # an open case still needs its children
+        last = elem[-1]
+        if len(elem) > 1:
+            del elem[:-1]
+        elem = last
 
 
 def _check_root(tag: str) -> None:
