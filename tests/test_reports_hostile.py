@@ -254,3 +254,39 @@ def test_large_case_output_is_not_kept(tmp_path: Path) -> None:
     count, failed, peak, _ = _peak_while_reading(path)
     assert (count, failed) == (1000, 1000)
     assert peak < 4 * 2**20, f"peak {peak / 2**20:.1f} MiB for a 63 MB file"
+
+
+def test_entity_from_a_local_external_dtd_is_refused_not_dropped(tmp_path: Path) -> None:
+    (tmp_path / "local.dtd").write_text('<!ENTITY company "ACME">')
+    path = tmp_path / "r.xml"
+    for use in ('<testcase name="a &company; b"/>', '<testcase name="a">&company;</testcase>'):
+        path.write_text(
+            '<?xml version="1.0"?>\n<!DOCTYPE testsuite SYSTEM "local.dtd">\n'
+            f"<testsuite>{use}</testsuite>\n"
+        )
+        assert reason(path) == "entity reference &company; refused (entities are not expanded)"
+    # Predefined entities, character references and CDATA are no entity use.
+    path.write_text(
+        '<?xml version="1.0"?>\n<!DOCTYPE testsuite SYSTEM "local.dtd">\n<testsuite>'
+        '<testcase name="a &amp; &#65;"><failure><![CDATA[x && &nbsp;]]></failure></testcase>'
+        "</testsuite>\n"
+    )
+    (case,) = parse_report(path)
+    assert (case.name, case.message) == ("a & A", "x && &nbsp;")
+
+
+def test_undeclared_entity_without_dtd_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "r.xml"
+    path.write_text('<testsuite><testcase name="x">&nbsp;</testcase></testsuite>')
+    assert reason(path).startswith("entity reference refused (line 1")
+
+
+def test_huge_single_text_is_refused_to_bound_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tasks.reports_junit as junit
+
+    monkeypatch.setattr(junit, "MAX_TOKEN", 1 << 20)
+    path = tmp_path / "r.xml"
+    path.write_text('<testsuite><testcase name="x"><system-out>' + "y" * (3 << 20) + "</system-out>")
+    assert "larger than 1 MB" in reason(path)
