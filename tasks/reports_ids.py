@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+
 @lru_cache(maxsize=1024)
 def _module(file: str) -> str:
     """``tests/test_cart.py`` -> ``tests.test_cart``: how runners spell a file as a class."""

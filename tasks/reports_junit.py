@@ -113,10 +113,7 @@ def _error_type(attr: str | None, message: str | None, trace: str | None) -> str
 
 def _text(elem: Any) -> str:
     """An element's text (CDATA included); Surefire's re-runs keep it in <stackTrace>."""
-    if len(elem):
-        text = "".join(elem.itertext())
-    else:
-        text = elem.text or ""
+    text = "".join(elem.itertext()) if len(elem) else (elem.text or "")
     return text[:MAX_TRACE] if len(text) > MAX_TRACE else text
 
 
@@ -153,12 +150,12 @@ def _not_run(attrs: Any, suite: _Suite | None) -> str | None:
 class _Suite:
     """What a case inherits from its enclosing <testsuite>."""
 
-    __slots__ = ("file", "name", "pytest", "all_disabled")
+    __slots__ = ("all_disabled", "file", "name", "pytest")
 
     def __init__(self, attrs: Any, parent: _Suite | None) -> None:
         self.file: str | None = attrs.get("file") or (parent.file if parent else None)
         self.name: str = attrs.get("name") or ""
-        self.pytest = (parent is not None and parent.pytest) or self.name == "pytest"
+        self.pytest: bool = (parent is not None and parent.pytest) or self.name == "pytest"
         disabled = _line(attrs.get("disabled"))
         tests = _line(attrs.get("tests"))
         self.all_disabled = bool(disabled) and disabled == tests
@@ -249,7 +246,9 @@ def _parse_error(source: str, exc: ParseError, seen_root: bool) -> ReportError:
             f"entity reference refused (line {line}, column {column + 1}: {reason}; "
             "entities are not expanded)",
         )
-    what = "malformed or truncated JUnit XML" if seen_root else "not a JUnit XML or RSpec JSON report"
+    what = (
+        "malformed or truncated JUnit XML" if seen_root else "not a JUnit XML or RSpec JSON report"
+    )
     return ReportError(source, f"{what} (line {line}, column {column + 1}: {reason})")
 
 
@@ -274,7 +273,7 @@ def iter_junit(
         ReportError: on malformed, truncated, hostile or non-JUnit XML.
     """
     guard = EntityGuard()
-    pull = XMLPullParser(events=("start", "end"))
+    pull: XMLPullParser[Any] = XMLPullParser(events=("start", "end"))
     cases = _Cases(norm)
     suites: list[_Suite] = []
     root: Any = None
@@ -290,7 +289,8 @@ def iter_junit(
                 pull.feed(chunk)
                 pending += len(chunk)
             elem = None
-            for event, elem in pull.read_events():
+            events: Iterator[Any] = pull.read_events()
+            for event, elem in events:
                 tag = elem.tag
                 if event == "start":
                     if tag == "testcase":

@@ -108,6 +108,10 @@ def _refuse_declaration(*_: Any) -> None:
     raise Refused("entity declarations are refused (entity expansion or external entity)")
 
 
+def _refuse_external(*_: Any) -> int:
+    raise Refused("external entities are refused")
+
+
 class EntityGuard:
     """Sees every chunk before the C parser; raises :class:`Refused` on entity use.
 
@@ -124,7 +128,7 @@ class EntityGuard:
         self._prolog.StartElementHandler = self._root
         self._seen_root = False
         self._external = False
-        self._fed: list[str] = []
+        self._fed: list[str | bytes] = []
         self._raw: Any = None
         self._in_cdata = False
 
@@ -134,7 +138,7 @@ class EntityGuard:
         parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
         parser.EntityDeclHandler = _refuse_declaration
         parser.UnparsedEntityDeclHandler = _refuse_declaration
-        parser.ExternalEntityRefHandler = _refuse_declaration
+        parser.ExternalEntityRefHandler = _refuse_external
         return parser
 
     def _doctype(self, _name: str, system_id: str | None, public_id: str | None, _i: int) -> None:
@@ -144,7 +148,7 @@ class EntityGuard:
         self._seen_root = True
         self._prolog.StartElementHandler = None
 
-    def feed(self, chunk: str) -> None:
+    def feed(self, chunk: str | bytes) -> None:
         """Check one chunk (call before the C parser sees it)."""
         if self._raw is not None:
             self._feed_raw(chunk)
@@ -177,7 +181,7 @@ class EntityGuard:
         parser.ProcessingInstructionHandler = lambda _target, _data: None
         return parser
 
-    def _feed_raw(self, chunk: str) -> None:
+    def _feed_raw(self, chunk: str | bytes) -> None:
         try:
             self._raw.Parse(chunk, False)
         except expat.ExpatError:
@@ -193,7 +197,9 @@ class EntityGuard:
         if "&" in data and not self._in_cdata:
             m = _ENTITY_REF.search(data)
             if m:
-                raise Refused(f"entity reference &{m.group(1)}; refused (entities are not expanded)")
+                raise Refused(
+                    f"entity reference &{m.group(1)}; refused (entities are not expanded)"
+                )
 
     def _skipped(self, name: str, _is_parameter: int) -> None:
         raise Refused(f"entity reference &{name}; refused (entities are not expanded)")

@@ -10,8 +10,9 @@ Recognised frame forms (one per line, leading whitespace allowed):
 - Python tracebacks ``File "path", line 12, in f``: innermost last.
 - JVM ``at pkg.Cls.meth(Cls.java:12)`` (Java, Kotlin, Scala, Groovy; a Kotlin method named in
   backticks may hold spaces: ``at pkg.CartTest.scales by two(CartTest.kt:15)``; module and
-  class-loader prefixes such as ``java.base@17/`` and ``app//`` are dropped): innermost first. The path is the package as directories
-  plus the file name (``pkg/Cls.java``): the file name alone is ambiguous and the source root
+  class-loader prefixes such as ``java.base@17/`` and ``app//`` are dropped): innermost first.
+  The path is the package as directories plus the file name (``pkg/Cls.java``): the file
+  name alone is ambiguous and the source root
   (``src/main/java``, ``src/test/kotlin``...) is not in the trace, so the repair flow resolves
   it against the repository's source roots.
 - JavaScript ``at fn (path:12:3)`` and ``at path:12:3``: innermost first.

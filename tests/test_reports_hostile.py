@@ -288,5 +288,7 @@ def test_huge_single_text_is_refused_to_bound_memory(
 
     monkeypatch.setattr(junit, "MAX_TOKEN", 1 << 20)
     path = tmp_path / "r.xml"
-    path.write_text('<testsuite><testcase name="x"><system-out>' + "y" * (3 << 20) + "</system-out>")
+    path.write_text(
+        '<testsuite><testcase name="x"><system-out>' + "y" * (3 << 20) + "</system-out>"
+    )
     assert "larger than 1 MB" in reason(path)
