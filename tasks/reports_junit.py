@@ -53,7 +53,7 @@ MAX_OUTPUT = 64 * 1024
 #: Failure text beyond this is cut (the head is kept: it holds the message and innermost frames).
 MAX_TRACE = 1024 * 1024
 #: One text node or tag larger than this (characters) is refused: it would be held whole.
-MAX_TOKEN = 256 * 1024 * 1024
+MAX_TOKEN = 64 * 1024 * 1024
 #: Further results kept per case (a report could repeat <failure> without end).
 MAX_OTHER_RESULTS = 16
 
