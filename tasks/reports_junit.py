@@ -1,90 +1,77 @@
-"""Streaming JUnit XML parser: bounded memory, no entity expansion, no external entities.
+"""Streaming JUnit XML parser: the C parser does the work, memory stays bounded, no entities.
 
-It drives expat directly instead of building a tree (ElementTree, junitparser): a report with
-hundreds of thousands of cases is read in fixed-size chunks and every case is handed on as soon
-as its ``</testcase>`` is seen, so memory depends on the largest case, not on the file. Nesting
-depth costs one small entry per open ``<testsuite>`` and no recursion, so 10,000 nested suites
-are fine.
+The hot loop is CPython's C ElementTree pull parser (expat underneath): the document is fed in
+chunks, every ``<testcase>`` is turned into a record at its end event and then detached from
+its parent, so memory depends on the largest case, not on the file. Nesting depth costs one
+small entry per open element and no recursion, so 10,000 nested suites are fine. A single
+text or attribute larger than :data:`MAX_TOKEN` characters (a hostile file) is refused rather
+than held in memory.
 
-Hostile input: any ``<!ENTITY>`` declaration (billion laughs, external entities such as
-``file:///etc/passwd``) is refused before it can be expanded or read, and parameter entities and
-external DTDs are never loaded.
+Hostile input: :class:`~tasks.reports_xmlin.EntityGuard` refuses every entity declaration and
+every entity reference (billion laughs, ``file:///etc/passwd``, entities from an external DTD)
+before the C parser could expand anything; external DTDs are never loaded.
+
+Counting follows the reference tools (Jenkins' JUnit plugin, GoogleTest's and CTest's own
+summaries): a case has exactly one status. ``<error>`` outranks ``<failure>``, which outranks
+``<skipped>``; the other results stay on the case as ``other_results``. A case marked
+``status="disabled"``/``"notrun"`` (CTest, GoogleTest's ``DISABLED_`` tests) or sitting in a
+suite that declares all its tests disabled is skipped, with the reason. Surefire's re-run
+records (``rerunFailure``, ``flakyFailure``...) never change the status (the case's own outcome
+counts) but are kept as ``other_results``.
 
 Dialects: pytest (xunit1 ``file``/``line``, where ``line`` is 0-based, and xunit2), Maven
-Surefire/Failsafe (``flakyFailure``/``rerunFailure`` are ignored: the case's own outcome counts),
-Gradle, rspec_junit_formatter (``file``), jest-junit, go-junit-report, Ant; ``<testsuites>`` or a
-bare ``<testsuite>``, suites nested at any depth, ``<properties>`` anywhere (ignored). A
-testcase without ``file`` inherits the nearest enclosing suite's ``file`` attribute. Suite-level
+Surefire/Failsafe, Gradle, rspec_junit_formatter (``file``), jest-junit, go-junit-report, Ant,
+PHPUnit (``class``, ``file``, ``line``), GoogleTest, CTest; ``<testsuites>`` or a bare
+``<testsuite>``, suites nested at any depth, ``<properties>`` anywhere (ignored). A testcase
+without ``file`` inherits the nearest enclosing suite's ``file``. Suite-level
 ``system-out``/``system-err`` are not attached to cases; a case's own are kept (capped).
 """
 
 from __future__ import annotations
 
-import codecs
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
+from itertools import chain
 from pathlib import Path
-from typing import IO, Any
-from xml.parsers import expat
+from typing import IO, TYPE_CHECKING, Any
+from xml.etree.ElementTree import ParseError, XMLPullParser
 
 from tasks.errors import ReportError
+from tasks.reports_ids import base_id
+from tasks.reports_xmlin import EntityGuard, Refused, text_chunks
 from tasks.stacktrace import PathNormaliser, trace_pairs
-from tasks.types import TestStatus
+
+if TYPE_CHECKING:
+    from tasks.types import TestStatus
 
 #: One test case as a plain dict with the fields of TestCaseResult.
 Record = dict[str, Any]
 
-#: Small enough that the cases completed by one chunk (yielded after it) stay few.
-CHUNK = 1 << 16
 #: Captured output beyond this is cut (the tail is kept: the end of a log explains a failure).
 MAX_OUTPUT = 64 * 1024
 #: Failure text beyond this is cut (the head is kept: it holds the message and innermost frames).
 MAX_TRACE = 1024 * 1024
+#: One text node or tag larger than this (characters) is refused: it would be held whole.
+MAX_TOKEN = 64 * 1024 * 1024
+#: Further results kept per case (a report could repeat <failure> without end).
+MAX_OTHER_RESULTS = 16
 
-_RESULTS: dict[str, TestStatus] = {"failure": "failed", "error": "error", "skipped": "skipped"}
-_DECLARED = re.compile(rb"""^\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
-# Characters XML 1.0 forbids; real reports carry them (ANSI colour codes in captured output).
-_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+#: Result elements and their severity: the most severe one is the case's status.
+_SEVERITY: dict[str, tuple[int, TestStatus]] = {
+    "error": (3, "error"),
+    "failure": (2, "failed"),
+    "skipped": (1, "skipped"),
+}
+#: Surefire's re-run records: detail only, they never change the status.
+_RERUNS = frozenset({"rerunFailure", "rerunError", "flakyFailure", "flakyError"})
+#: testcase ``status``/``result`` values that mean the case did not run.
+_NOT_RUN = frozenset({"disabled", "notrun", "not_run", "suppressed", "skipped", "ignored"})
 _TYPE_LINE = re.compile(r"^\S+:\d+: ([A-Za-z_][\w.]*)\s*$", re.M)
 _TYPE_PREFIX = re.compile(
     r"^((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure|Exit|Interrupt))(?=:|$)"
 )
-_PARAMS = re.compile(r"(\[.*\])$", re.S)
-
-
-class _Refused(Exception):
-    """Raised from inside expat callbacks to abort on hostile or foreign content."""
-
-
-def _needs_utf8_sanitising(head: bytes) -> bool:
-    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, b"<\x00", b"\x00<")):
-        return False  # UTF-16/32: expat decodes it itself
-    m = _DECLARED.match(head)
-    return m is None or m.group(1).lower().replace(b"_", b"-") in (b"utf-8", b"utf8")
-
-
-def _chunks(stream: IO[bytes], head: bytes) -> Iterator[bytes]:
-    """Yield the file in chunks; UTF-8 input is repaired on the way (bad bytes, control chars).
-
-    Invalid UTF-8 would make expat reject the whole file, so it is decoded with replacement
-    characters instead, which keeps every case and marks the damage where it is.
-    """
-    if not _needs_utf8_sanitising(head):
-        yield head
-        while chunk := stream.read(CHUNK):
-            yield chunk
-        return
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    data = head
-    while True:
-        text = decoder.decode(data, final=not data)
-        if _FORBIDDEN.search(text):
-            text = _FORBIDDEN.sub("\ufffd", text)
-        yield text.encode("utf-8")
-        if not data:
-            return
-        data = stream.read(CHUNK)
+_ENTITY_ERROR = 11  # expat's XML_ERROR_UNDEFINED_ENTITY
 
 
 def _number(value: str | None) -> float:
@@ -101,8 +88,10 @@ def _number(value: str | None) -> float:
 
 
 def _line(value: str | None) -> int | None:
+    if not value:
+        return None
     try:
-        return int(value) if value else None
+        return int(value)
     except ValueError:
         return None
 
@@ -122,138 +111,145 @@ def _error_type(attr: str | None, message: str | None, trace: str | None) -> str
     return None
 
 
-class _Builder:
-    """expat callbacks that turn testcase elements into TestCaseResult objects."""
+def _text(elem: Any) -> str:
+    """An element's text (CDATA included); Surefire's re-runs keep it in <stackTrace>."""
+    text = "".join(elem.itertext()) if len(elem) else (elem.text or "")
+    return text[:MAX_TRACE] if len(text) > MAX_TRACE else text
 
-    def __init__(self, repo: Path | None, norm: PathNormaliser) -> None:
-        self.repo = repo
+
+def _first_line(text: str) -> str:
+    return text.split("\n", 1)[0].rstrip("\r")
+
+
+def _result(elem: Any, kind: str) -> Record:
+    """message, error_type and trace of one result element."""
+    text = _text(elem).strip()
+    message = (elem.get("message") or "").strip() or (_first_line(text) if text else None)
+    if kind == "skipped":
+        return {"kind": kind, "message": message, "error_type": None, "trace": None}
+    trace = text or None
+    return {
+        "kind": kind,
+        "message": message,
+        "error_type": _error_type(elem.get("type"), message, trace),
+        "trace": trace,
+    }
+
+
+def _not_run(attrs: Any, suite: _Suite | None) -> str | None:
+    """The reason a case without a result element did not run (GoogleTest, CTest), or None."""
+    for key in ("status", "result"):
+        value = attrs.get(key)
+        if value and value.lower() in _NOT_RUN:
+            return value
+    if suite is not None and suite.all_disabled:
+        return "disabled"
+    return None
+
+
+class _Suite:
+    """What a case inherits from its enclosing <testsuite>."""
+
+    __slots__ = ("all_disabled", "file", "name", "pytest")
+
+    def __init__(self, attrs: Any, parent: _Suite | None) -> None:
+        self.file: str | None = attrs.get("file") or (parent.file if parent else None)
+        self.name: str = attrs.get("name") or ""
+        self.pytest: bool = (parent is not None and parent.pytest) or self.name == "pytest"
+        disabled = _line(attrs.get("disabled"))
+        tests = _line(attrs.get("tests"))
+        self.all_disabled = bool(disabled) and disabled == tests
+
+
+class _Cases:
+    """Turns finished <testcase> elements into records (the per-case hot path)."""
+
+    def __init__(self, norm: PathNormaliser) -> None:
         self.norm = norm
-        self.seen_root = False
-        self.depth = 0
-        # Per open <testsuite>: (file attribute or inherited, inside a pytest suite).
-        self.suites: list[tuple[str | None, bool]] = []
-        self.done: list[Record] = []
-        self.case: dict[str, str] | None = None
-        self.case_depth = 0
-        self.result: tuple[str, dict[str, str]] | None = None
-        self.result_text: list[str] = []
-        self.out: list[str] = []
-        self.err: list[str] = []
-        self.sink: list[str] | None = None
-        self.sink_depth = 0
-        self.sink_size = 0
 
-    def start(self, name: str, attrs: dict[str, str]) -> None:
-        self.depth += 1
-        if not self.seen_root:
-            if name not in ("testsuites", "testsuite"):
-                raise _Refused(
-                    f"XML root is <{name[:40]}>, not <testsuites> or <testsuite>: "
-                    "not a JUnit XML report"
-                )
-            self.seen_root = True
-        if self.sink is not None:
-            return
-        if name == "testsuite":
-            parent_file, parent_pytest = self.suites[-1] if self.suites else (None, False)
-            self.suites.append(
-                (attrs.get("file") or parent_file, parent_pytest or attrs.get("name") == "pytest")
-            )
-        elif name == "testcase" and self.case is None:
-            self.case, self.case_depth = attrs, self.depth
-            self.result, self.result_text, self.out, self.err = None, [], [], []
-        elif self.case is not None and self.depth == self.case_depth + 1:
-            status = _RESULTS.get(name)
-            if status is not None:
-                # The first outcome wins, but a failure or error outranks a skip.
-                if self.result is None or (self.result[0] == "skipped" and status != "skipped"):
-                    self.result, self.result_text = (name, attrs), []
-                    self._collect(self.result_text)
-            elif name == "system-out":
-                self._collect(self.out)
-            elif name == "system-err":
-                self._collect(self.err)
-
-    def _collect(self, into: list[str]) -> None:
-        self.sink, self.sink_depth, self.sink_size = into, self.depth, 0
-
-    def text(self, data: str) -> None:
-        sink = self.sink
-        if sink is None:
-            return
-        limit = MAX_TRACE if sink is self.result_text else MAX_OUTPUT
-        if sink is self.result_text and self.sink_size >= limit:
-            return  # keep the head of a trace
-        sink.append(data)
-        self.sink_size += len(data)
-        if sink is not self.result_text and self.sink_size > 2 * limit:
-            joined = "".join(sink)[-limit:]  # keep the tail of captured output
-            sink[:] = [joined]
-            self.sink_size = len(joined)
-
-    def end(self, name: str) -> None:
-        if self.sink is not None and self.depth == self.sink_depth:
-            self.sink = None
-        if self.case is not None and self.depth == self.case_depth:
-            self.done.append(self._finish(self.case))
-            self.case = None
-        elif name == "testsuite" and self.case is None and self.suites:
-            self.suites.pop()
-        self.depth -= 1
-
-    def _finish(self, attrs: dict[str, str]) -> Record:
-        suite_file, pytest_suite = self.suites[-1] if self.suites else (None, False)
-        name = attrs.get("name", "")
-        classname = attrs.get("classname") or attrs.get("class") or ""
-        raw_file = attrs.get("file") or suite_file
+    def record(self, elem: Any, suite: _Suite | None) -> Record:
+        get = elem.attrib.get
+        name = get("name", "")
+        classname = get("classname") or get("class") or ""
+        raw_file = get("file") or (suite.file if suite is not None else None)
         file = self.norm(raw_file) if raw_file else None
-        line = _line(attrs.get("line"))
-        if line is not None and pytest_suite:
+        line = _line(get("line"))
+        if line is not None and suite is not None and suite.pytest:
             line += 1  # pytest writes the 0-based line of the test function
         status: TestStatus = "passed"
-        message = error_type = trace = None
-        if self.result is not None:
-            tag, rattrs = self.result
-            status = _RESULTS[tag]
-            text = "".join(self.result_text).strip()
-            message = (rattrs.get("message") or "").strip() or (
-                text.splitlines()[0] if text else None
-            )
-            if status != "skipped":
-                trace = text or None
-                error_type = _error_type(rattrs.get("type"), message, trace)
-        if file is not None and line is not None:
-            params = _PARAMS.search(name)
-            case_id = f"{file}:{line}{params.group(1) if params else ''}"
-        elif file is not None:
-            case_id = f"{file}::{name}"
-        else:
-            case_id = f"{classname}::{name}"
+        message = error_type = trace = out = err = None
+        others: list[Record] = []
+        if len(elem):
+            main, others, out, err = _children(elem)
+            if main is not None:
+                status = _SEVERITY[main["kind"]][1]
+                message, error_type, trace = main["message"], main["error_type"], main["trace"]
+        if status == "passed" and (
+            get("status") or get("result") or (suite is not None and suite.all_disabled)
+        ):
+            not_run = _not_run(elem.attrib, suite)
+            if not_run:
+                status, message = "skipped", not_run
+        duration = get("time")
         return {
-            "id": case_id,
+            "id": base_id(file, line, classname, name, suite.name if suite is not None else ""),
             "name": name,
             "classname": classname,
             "file": file,
             "line": line,
             "status": status,
-            "duration": _number(attrs.get("time")),
+            "duration": _number(duration) if duration else 0.0,
             "message": message,
             "error_type": error_type,
             "trace": trace,
             "locations": [{"path": p, "line": n} for p, n in trace_pairs(trace, self.norm)]
             if trace
             else [],
-            "stdout": "".join(self.out)[-MAX_OUTPUT:] or None if self.out else None,
-            "stderr": "".join(self.err)[-MAX_OUTPUT:] or None if self.err else None,
+            "other_results": others,
+            "duplicate_of": None,
+            "stdout": out[-MAX_OUTPUT:] if out else None,
+            "stderr": err[-MAX_OUTPUT:] if err else None,
         }
 
 
-def _refuse_entity(*_: Any) -> None:
-    raise _Refused("entity declarations are refused (entity expansion or external entity)")
+def _children(elem: Any) -> tuple[Record | None, list[Record], str | None, str | None]:
+    """(most severe result, the other results in report order, stdout, stderr) of a case."""
+    results: list[tuple[int, Record]] = []  # (severity, result), in report order
+    out = err = None
+    for child in elem:
+        tag = child.tag
+        severity = _SEVERITY.get(tag)
+        if severity is not None:
+            results.append((severity[0], _result(child, tag)))
+        elif tag in _RERUNS:
+            results.append((0, _result(child, tag)))
+        elif tag == "system-out":
+            out = child.text
+        elif tag == "system-err":
+            err = child.text
+    if not results:
+        return None, [], out, err
+    best = max(range(len(results)), key=lambda i: results[i][0])  # first of the most severe
+    main = results[best][1] if results[best][0] else None
+    if main is None:
+        best = -1
+    others = [r for i, (_, r) in enumerate(results) if i != best][:MAX_OTHER_RESULTS]
+    return main, others, out, err
 
 
-def _refuse_external(*_: Any) -> int:
-    raise _Refused("external entities are refused")
+def _parse_error(source: str, exc: ParseError, seen_root: bool) -> ReportError:
+    line, column = exc.position
+    reason = str(exc).split(":", 1)[0]
+    if exc.code == _ENTITY_ERROR:
+        return ReportError(
+            source,
+            f"entity reference refused (line {line}, column {column + 1}: {reason}; "
+            "entities are not expanded)",
+        )
+    what = (
+        "malformed or truncated JUnit XML" if seen_root else "not a JUnit XML or RSpec JSON report"
+    )
+    return ReportError(source, f"{what} (line {line}, column {column + 1}: {reason})")
 
 
 def iter_junit(
@@ -262,50 +258,84 @@ def iter_junit(
     """Yield the cases of a JUnit XML report as records, as they are read.
 
     A record is a dict with exactly the fields of TestCaseResult, in its field order
-    (locations as ``{"path", "line"}`` dicts); callers validate it into a TestCaseResult, or,
-    when only JSON output is wanted, serialise it directly (validation would double the cost).
+    (locations as ``{"path", "line"}`` dicts, other results as dicts); callers validate it into
+    a TestCaseResult or, when only JSON output is wanted, serialise it directly. Its ``id`` is
+    the base id (see :mod:`tasks.reports_ids`); the caller makes it unique.
 
     Args:
         source: The report's name for error messages.
         stream: The open file, positioned just after ``head``.
         head: The bytes already read from the start of the file (for sniffing).
-        repo: Repository root for relative paths.
+        repo: Repository root for relative paths (the normaliser holds it).
         norm: The path normaliser for ``repo``.
 
     Raises:
         ReportError: on malformed, truncated, hostile or non-JUnit XML.
     """
-    builder = _Builder(repo, norm)
-    parser = expat.ParserCreate()
-    parser.buffer_text = True
-    parser.buffer_size = 1 << 16
-    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
-    parser.EntityDeclHandler = _refuse_entity
-    parser.UnparsedEntityDeclHandler = _refuse_entity
-    parser.ExternalEntityRefHandler = _refuse_external
-    parser.StartElementHandler = builder.start
-    parser.EndElementHandler = builder.end
-    parser.CharacterDataHandler = builder.text
-    chunks: Iterable[bytes] = _chunks(stream, head)
+    guard = EntityGuard()
+    pull: XMLPullParser[Any] = XMLPullParser(events=("start", "end"))
+    cases = _Cases(norm)
+    suites: list[_Suite] = []
+    root: Any = None
+    in_case = 0
+    pending = 0
+    elem: Any = None
     try:
-        for chunk in chunks:
-            parser.Parse(chunk, False)
-            if builder.done:
-                yield from builder.done
-                builder.done.clear()
-        parser.Parse(b"", True)
-    except _Refused as exc:
+        for chunk in chain(text_chunks(stream, head, source), [None]):
+            if chunk is None:
+                pull.close()  # raises on a truncated document
+            else:
+                guard.feed(chunk)
+                pull.feed(chunk)
+                pending += len(chunk)
+            elem = None
+            events: Iterator[Any] = pull.read_events()
+            for event, elem in events:
+                tag = elem.tag
+                if event == "start":
+                    if tag == "testcase":
+                        in_case += 1
+                    elif tag == "testsuite" and not in_case:
+                        suites.append(_Suite(elem.attrib, suites[-1] if suites else None))
+                    if root is None:
+                        _check_root(tag)
+                        root = elem
+                elif tag == "testcase":
+                    in_case -= 1
+                    if not in_case:
+                        yield cases.record(elem, suites[-1] if suites else None)
+                elif tag == "testsuite" and not in_case:
+                    suites.pop()
+            if elem is not None:
+                pending = 0
+                _prune(root)
+            elif pending > MAX_TOKEN:
+                raise Refused(
+                    f"a single text or tag is larger than {MAX_TOKEN // 2**20} MB "
+                    "(refused to bound memory)"
+                )
+    except Refused as exc:
         raise ReportError(source, str(exc)) from None
-    except expat.ExpatError as exc:
-        what = (
-            "malformed or truncated JUnit XML"
-            if builder.seen_root
-            else "not a JUnit XML or RSpec JSON report"
+    except ParseError as exc:
+        raise _parse_error(source, exc, root is not None) from None
+
+
+def _prune(root: Any) -> None:
+    """Drop every finished element: the open ones are the chain of last children from the root.
+
+    Run after a chunk's events are handled, so nothing still needs the dropped elements; the
+    tree never grows beyond the open path and the elements of one chunk.
+    """
+    elem = root
+    while elem.tag != "testcase" and len(elem):  # an open case still needs its children
+        last = elem[-1]
+        if len(elem) > 1:
+            del elem[:-1]
+        elem = last
+
+
+def _check_root(tag: str) -> None:
+    if tag not in ("testsuites", "testsuite"):
+        raise Refused(
+            f"XML root is <{tag[:40]}>, not <testsuites> or <testsuite>: not a JUnit XML report"
         )
-        reason = expat.ErrorString(exc.code)
-        raise ReportError(
-            source, f"{what} (line {exc.lineno}, column {exc.offset + 1}: {reason})"
-        ) from None
-    except (LookupError, ValueError) as exc:  # unknown declared encoding, bad codec data
-        raise ReportError(source, f"cannot decode XML: {exc}") from None
-    yield from builder.done

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tasks.errors import ReportError
 from tasks.stacktrace import PathNormaliser, trace_pairs
-from tasks.types import TestStatus
+
+if TYPE_CHECKING:
+    from tasks.types import TestStatus
 
 Record = dict[str, Any]
 
@@ -69,6 +71,8 @@ def _record(
         "error_type": error_type,
         "trace": trace,
         "locations": [{"path": p, "line": n} for p, n in pairs],
+        "other_results": [],
+        "duplicate_of": None,
         "stdout": None,
         "stderr": None,
     }

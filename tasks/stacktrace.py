@@ -8,8 +8,11 @@ Recognised frame forms (one per line, leading whitespace allowed):
   which also covers Ruby syntax errors (``x.rb:4: syntax error``) and Go's ``x_test.go:12: msg``.
   pytest lists innermost last.
 - Python tracebacks ``File "path", line 12, in f``: innermost last.
-- Java ``at pkg.Cls.meth(Cls.java:12)``: innermost first. The path is the package as directories
-  plus the file name (``pkg/Cls.java``): the file name alone is ambiguous and the source root
+- JVM ``at pkg.Cls.meth(Cls.java:12)`` (Java, Kotlin, Scala, Groovy; a Kotlin method named in
+  backticks may hold spaces: ``at pkg.CartTest.scales by two(CartTest.kt:15)``; module and
+  class-loader prefixes such as ``java.base@17/`` and ``app//`` are dropped): innermost first.
+  The path is the package as directories plus the file name (``pkg/Cls.java``): the file
+  name alone is ambiguous and the source root
   (``src/main/java``, ``src/test/kotlin``...) is not in the trace, so the repair flow resolves
   it against the repository's source roots.
 - JavaScript ``at fn (path:12:3)`` and ``at path:12:3``: innermost first.
@@ -27,16 +30,20 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tasks.types import Location
+if TYPE_CHECKING:  # pydantic stays off the import path of report parsing (CLI start-up)
+    from tasks.types import Location
 
 # Anchored patterns applied to one stripped line each, chosen by a cheap prefix test first:
 # traces are parsed for every failing case of reports with hundreds of thousands of cases, and
 # one combined multi-line pattern backtracked badly.
 _RUBY = re.compile(r"(?:#\s*)?(?:from\s+)?([^\s:#][^:]*?):(\d+):in\b")
 _PYTHON = re.compile(r'File "([^"]+)", line (\d+)')
-_JAVA = re.compile(r"at ([\w$.<>/]+)\(([^():]+):(\d+)\)")
+# JVM frames: the method may hold anything but the file's parenthesis (Kotlin's backticked
+# `scales by two`, Scala's $anonfun$, lambda$0); the class may carry a module or class-loader
+# prefix (java.base@17/, app//).
+_JAVA = re.compile(r"at (\S.*)\(([^():]+):(\d+)\)$")
 _JS = re.compile(r"at (?:[^()]*\()?([^\s()]+):(\d+):\d+\)?$")
 _SHORT = re.compile(r"([^\s:\"']+):(\d+):(?:\s|$)")
 
@@ -72,7 +79,8 @@ def _not_a_file(path: str) -> bool:
 @lru_cache(maxsize=4096)
 def _java_path(frame: str, file_name: str) -> str:
     # Drop a module prefix (java.base/java.lang.Thread.run), then the method and the class.
-    qualified = frame.rsplit("/", 1)[-1]
+    # A Kotlin method name may contain spaces (and arrive in backticks), never dots.
+    qualified = frame.rsplit("/", 1)[-1].replace("`", "")
     package = qualified.split(".")[:-2]
     return "/".join([*package, file_name]) if package else file_name
 
@@ -178,5 +186,7 @@ def locations_from_trace(
     Returns:
         The locations, innermost last, without consecutive duplicates.
     """
+    from tasks.types import Location
+
     norm = normalise if normalise is not None else PathNormaliser(repo)
     return [Location(path=p, line=n) for p, n in trace_pairs(trace, norm)]

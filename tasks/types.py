@@ -32,12 +32,29 @@ class Location(_Model):
     line: int
 
 
+class OtherResult(_Model):
+    """A further result reported for the same case (the case's status is its most severe one).
+
+    ``kind`` is the element that carried it: ``failure``, ``error`` or ``skipped``, or one of
+    Surefire's re-run records (``rerunFailure``, ``rerunError``, ``flakyFailure``,
+    ``flakyError``).
+    """
+
+    kind: str
+    message: str | None = None
+    error_type: str | None = None
+    trace: str | None = None
+
+
 class TestCaseResult(_Model):
     """One test case (example) from a report, normalised across dialects."""
 
     __test__ = False  # not a pytest test class
 
-    id: str = Field(description="Stable id: spec file and location, or classname::name")
+    id: str = Field(
+        description="Unique within a run: file, line, class and name as far as known "
+        "(RSpec JSON: the example id); a repeated case gets '#2', '#3'... and duplicate_of"
+    )
     name: str
     classname: str = ""
     file: str | None = None
@@ -50,6 +67,12 @@ class TestCaseResult(_Model):
     locations: list[Location] = Field(
         default_factory=list, description="Stack trace locations, innermost last"
     )
+    other_results: list[OtherResult] = Field(
+        default_factory=list, description="The case's further results, in report order"
+    )
+    duplicate_of: str | None = Field(
+        default=None, description="The id of the earlier case this one repeats, if any"
+    )
     stdout: str | None = Field(default=None, exclude=True)
     stderr: str | None = Field(default=None, exclude=True)
 
@@ -61,6 +84,7 @@ class RunSummary(_Model):
     errors: int = 0
     skipped: int = 0
     duration: float = 0.0
+    duplicates: int = Field(default=0, description="Cases that repeat an earlier case's id")
 
     @classmethod
     def of(cls, cases: list[TestCaseResult]) -> RunSummary:
@@ -74,6 +98,7 @@ class RunSummary(_Model):
             errors=by["error"],
             skipped=by["skipped"],
             duration=round(sum(c.duration for c in cases), 6),
+            duplicates=sum(c.duplicate_of is not None for c in cases),
         )
 
 

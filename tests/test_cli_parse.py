@@ -28,6 +28,8 @@ CASE_KEYS = {
     "error_type",
     "trace",
     "locations",
+    "other_results",
+    "duplicate_of",
 }
 
 
@@ -46,7 +48,15 @@ def test_json_document_matches_the_library(tmp_path: Path) -> None:
     doc = json.loads(done.stdout)
     assert list(doc) == ["summary", "cases", "errors"]
     assert doc["errors"] == []
-    assert set(doc["summary"]) == {"tests", "passed", "failed", "errors", "skipped", "duration"}
+    assert list(doc["summary"]) == [
+        "tests",
+        "passed",
+        "failed",
+        "errors",
+        "skipped",
+        "duration",
+        "duplicates",
+    ]
     assert all(set(case) == CASE_KEYS for case in doc["cases"])
     # The streamed output is exactly what the typed models dump (the CLI skips validation).
     expected = json.loads(parse_reports(reports).model_dump_json())
@@ -130,3 +140,61 @@ def test_fast_case_json_is_byte_identical_to_the_encoder() -> None:
     for record in records:
         del record["stdout"], record["stderr"]
         assert case_json(record) == json.dumps(record)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--json", "ant.xml", "gradle.xml"],
+        ["ant.xml", "--json", "missing.xml"],
+        ["ant.xml", "nested.xml"],
+        ["surefire.xml"],
+    ],
+)
+def test_fast_start_prints_exactly_what_the_typer_cli_prints(args: list[str]) -> None:
+    argv = ["parse", *[a if a.startswith("-") else str(FIXTURES / a) for a in args]]
+    env = {**os.environ, "COLUMNS": "200"}
+    fast = subprocess.run(
+        [str(AUTOPILOT), *argv], capture_output=True, text=True, timeout=120, env=env
+    )
+    typer_cli = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
+    assert (fast.returncode, fast.stdout, fast.stderr) == (
+        typer_cli.returncode,
+        typer_cli.stdout,
+        typer_cli.stderr,
+    )
+
+
+@pytest.mark.slow
+def test_fast_start_imports_neither_typer_nor_pydantic_nor_rich() -> None:
+    code = (
+        "import sys\nfrom flows.entry import main\n"
+        "sys.argv = ['autopilot', 'parse', '--json', sys.argv[1]]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "loaded = {'typer', 'pydantic', 'rich', 'prefect'} & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(FIXTURES / "ant.xml")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_other_forms_go_to_typer() -> None:
+    from flows.entry import fast_parse_args
+
+    assert fast_parse_args(["--json", "a.xml"]) == ([Path("a.xml")], True)
+    for args in ([], ["--json"], ["--help"], ["a.xml", "-v"], ["--", "a.xml"], ["-"]):
+        assert fast_parse_args(args) is None

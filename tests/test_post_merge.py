@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 PRICING = "src/inventory/pricing.py"
 FAILING_TEST = "tests/test_pricing.py::test_ten_units_get_five_percent"
 #: The same example as the JUnit report's parser names it (file:line).
-REPORT_ID = "tests/test_pricing.py:8"
+REPORT_ID = "tests/test_pricing.py:8::test_ten_units_get_five_percent"  # file:line::name
 
 
 def regressed_repo(tmp_path: Path, plain_pytest: bool = False) -> tuple[Path, Path, str]:

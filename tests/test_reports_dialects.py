@@ -113,7 +113,7 @@ def test_real_pytest_xunit1(pytest_reports: tuple[Path, Path, Path]) -> None:
     source = (repo / "tests" / "test_sample.py").read_text().splitlines()
     assert ok.file == "tests/test_sample.py"
     assert ok.line is not None and source[ok.line - 1].startswith("def test_ok")
-    assert ok.id == f"tests/test_sample.py:{ok.line}"
+    assert ok.id == f"tests/test_sample.py:{ok.line}::test_ok"
     assert cases["test_p[1]"].id != cases["test_p[2]"].id
     assert cases["test_p[2]"].id.endswith("[2]")
     div = cases["test_div"]

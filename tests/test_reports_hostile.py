@@ -11,6 +11,7 @@ import pytest
 
 from tasks.errors import ReportError
 from tasks.reports import iter_report, parse_report, parse_reports
+from tasks.types import Location
 
 
 def reason(path: Path) -> str:
@@ -207,12 +208,8 @@ def write_large(path: Path, cases: int) -> None:
         f.write("</testsuite></testsuites>")
 
 
-@pytest.mark.slow
-def test_large_report_streams_in_bounded_memory(tmp_path: Path) -> None:
-    n = 200_000
-    path = tmp_path / "big.xml"
-    write_large(path, n)
-    size = path.stat().st_size
+def _peak_while_reading(path: Path) -> tuple[int, int, int, object]:
+    """(cases, failed, peak traced bytes, last location) of one streamed read."""
     count = failed = 0
     last_location = None
     tracemalloc.start()
@@ -221,12 +218,77 @@ def test_large_report_streams_in_bounded_memory(tmp_path: Path) -> None:
             count += 1
             if case.status == "failed":
                 failed += 1
-                last_location = case.locations[-1]
+                last_location = case.locations[-1] if case.locations else None
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    return count, failed, peak, last_location
+
+
+@pytest.mark.slow
+def test_large_report_streams_in_bounded_memory(tmp_path: Path) -> None:
+    n = 200_000
+    path = tmp_path / "big.xml"
+    write_large(path, n)
+    size = path.stat().st_size
+    count, failed, peak, last_location = _peak_while_reading(path)
     assert (count, failed) == (n, n // 20)
-    assert last_location is not None and last_location.path == "src/mod.py"
-    # Streaming: the peak is a small fraction of the file (a tree would be several times it).
-    assert peak < 8 * 2**20, f"peak {peak / 2**20:.1f} MiB for a {size / 2**20:.1f} MiB file"
-    assert peak < size / 2
+    assert isinstance(last_location, Location) and last_location.path == "src/mod.py"
+    # Streaming: what stays is one id per case (to number duplicates), ~110 bytes each; an
+    # element tree of the file would take several times the file's 12 MB.
+    assert peak < 4 * 2**20 + 128 * n, f"peak {peak / 2**20:.1f} MiB for {size / 2**20:.1f} MiB"
+
+
+@pytest.mark.slow
+def test_large_case_output_is_not_kept(tmp_path: Path) -> None:
+    path = tmp_path / "noisy.xml"
+    chunk = "log line " * 7000  # 63 kB of captured output per case
+    with path.open("w") as f:
+        f.write("<testsuite>")
+        for i in range(1000):
+            f.write(
+                f'<testcase name="t{i}"><failure message="m">AssertionError</failure>'
+                f"<system-out>{chunk}</system-out></testcase>"
+            )
+        f.write("</testsuite>")
+    count, failed, peak, _ = _peak_while_reading(path)
+    assert (count, failed) == (1000, 1000)
+    assert peak < 4 * 2**20, f"peak {peak / 2**20:.1f} MiB for a 63 MB file"
+
+
+def test_entity_from_a_local_external_dtd_is_refused_not_dropped(tmp_path: Path) -> None:
+    (tmp_path / "local.dtd").write_text('<!ENTITY company "ACME">')
+    path = tmp_path / "r.xml"
+    for use in ('<testcase name="a &company; b"/>', '<testcase name="a">&company;</testcase>'):
+        path.write_text(
+            '<?xml version="1.0"?>\n<!DOCTYPE testsuite SYSTEM "local.dtd">\n'
+            f"<testsuite>{use}</testsuite>\n"
+        )
+        assert reason(path) == "entity reference &company; refused (entities are not expanded)"
+    # Predefined entities, character references and CDATA are no entity use.
+    path.write_text(
+        '<?xml version="1.0"?>\n<!DOCTYPE testsuite SYSTEM "local.dtd">\n<testsuite>'
+        '<testcase name="a &amp; &#65;"><failure><![CDATA[x && &nbsp;]]></failure></testcase>'
+        "</testsuite>\n"
+    )
+    (case,) = parse_report(path)
+    assert (case.name, case.message) == ("a & A", "x && &nbsp;")
+
+
+def test_undeclared_entity_without_dtd_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "r.xml"
+    path.write_text('<testsuite><testcase name="x">&nbsp;</testcase></testsuite>')
+    assert reason(path).startswith("entity reference refused (line 1")
+
+
+def test_huge_single_text_is_refused_to_bound_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tasks.reports_junit as junit
+
+    monkeypatch.setattr(junit, "MAX_TOKEN", 1 << 20)
+    path = tmp_path / "r.xml"
+    path.write_text(
+        '<testsuite><testcase name="x"><system-out>' + "y" * (3 << 20) + "</system-out>"
+    )
+    assert "larger than 1 MB" in reason(path)

@@ -1,9 +1,10 @@
 """`autopilot parse REPORT... [--json]`: normalised test results from reports.
 
-Kept light on purpose (no Prefect): its start-up time is part of what users wait for in CI.
-With ``--json`` the cases are written one at a time to a temporary spool file and copied to
-stdout after the summary, so memory stays flat on reports with hundreds of thousands of cases
-while the document still opens with its summary.
+Kept light on purpose: its start-up time is part of what users wait for in CI. No Prefect, no
+pydantic and no rich unless a table of failures is printed: with ``--json`` the records stream
+straight from the parser to a temporary spool file and are copied to stdout after the summary,
+so memory stays flat on reports with hundreds of thousands of cases while the document still
+opens with its summary.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ import sys
 import tempfile
 from json.encoder import encode_basestring_ascii as _quote
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from tasks.errors import ReportError
-from tasks.reports import iter_records
+from tasks.reports_ids import CaseIds
+from tasks.reports_stream import iter_records
 from tasks.stacktrace import PathNormaliser
-from tasks.types import FileError, RunSummary, TestCaseResult
+
+if TYPE_CHECKING:
+    from tasks.types import TestCaseResult
 
 #: Failing cases listed in the human-readable table; the summary still counts all of them.
 TABLE_LIMIT = 50
@@ -32,86 +36,95 @@ class _Tally:
     def __init__(self) -> None:
         self.counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
         self.duration = 0.0
+        self.duplicates = 0
 
-    def snapshot(self) -> tuple[dict[str, int], float]:
-        return dict(self.counts), self.duration
+    def snapshot(self) -> tuple[dict[str, int], float, int]:
+        return dict(self.counts), self.duration, self.duplicates
 
-    def restore(self, snap: tuple[dict[str, int], float]) -> None:
-        self.counts, self.duration = dict(snap[0]), snap[1]
+    def restore(self, snap: tuple[dict[str, int], float, int]) -> None:
+        self.counts, self.duration, self.duplicates = dict(snap[0]), snap[1], snap[2]
 
-    def summary(self) -> RunSummary:
+    def summary(self) -> dict[str, Any]:
+        """The fields of RunSummary, in its order (see tasks.types)."""
         c = self.counts
-        return RunSummary(
-            tests=sum(c.values()),
-            passed=c["passed"],
-            failed=c["failed"],
-            errors=c["error"],
-            skipped=c["skipped"],
-            duration=round(self.duration, 6),
-        )
+        return {
+            "tests": c["passed"] + c["failed"] + c["error"] + c["skipped"],
+            "passed": c["passed"],
+            "failed": c["failed"],
+            "errors": c["error"],
+            "skipped": c["skipped"],
+            "duration": round(self.duration, 6),
+            "duplicates": self.duplicates,
+        }
 
 
 _ENCODE = json.JSONEncoder().encode
+
+
+_PLAIN = (
+    '{"id": %s, "name": %s, "classname": %s, "file": %s, "line": %s, "status": "%s", '
+    '"duration": %r, "message": null, "error_type": null, "trace": null, "locations": [], '
+    '"other_results": [], "duplicate_of": null}'
+)
 
 
 def case_json(record: dict[str, Any]) -> str:
     """One record as JSON, byte-identical to ``json.dumps(record)``.
 
     Most cases pass and carry no message, trace or locations: for those the document is
-    assembled from a template (3-4x faster than encoding the dict and its keys every time),
+    filled into a template (3-4x faster than encoding the dict and its keys every time),
     everything else goes through the JSON encoder.
     """
     if (
         record["message"] is None
         and record["trace"] is None
         and record["error_type"] is None
-        and not record["locations"]
+        and not record["other_results"]
+        and record["duplicate_of"] is None
     ):
         file, line = record["file"], record["line"]
-        return (
-            '{"id": '
-            + _quote(record["id"])
-            + ', "name": '
-            + _quote(record["name"])
-            + ', "classname": '
-            + _quote(record["classname"])
-            + ', "file": '
-            + ("null" if file is None else _quote(file))
-            + ', "line": '
-            + ("null" if line is None else str(line))
-            + ', "status": "'
-            + record["status"]
-            + '", "duration": '
-            + repr(record["duration"])
-            + ', "message": null, "error_type": null, "trace": null, "locations": []}'
+        return _PLAIN % (
+            _quote(record["id"]),
+            _quote(record["name"]),
+            _quote(record["classname"]),
+            "null" if file is None else _quote(file),
+            "null" if line is None else line,
+            record["status"],
+            record["duration"],
         )
     return _ENCODE(record)
 
 
 def _parse_into(
-    reports: list[Path], spool: IO[bytes] | None, failing: list[TestCaseResult]
-) -> tuple[_Tally, list[FileError]]:
+    reports: list[Path], spool: IO[bytes] | None, failing: list[dict[str, Any]] | None
+) -> tuple[_Tally, list[dict[str, str]]]:
     """Stream every report's cases into ``spool`` (JSON) and/or ``failing`` (the table)."""
     tally = _Tally()
     # Records go to JSON as they are: they carry TestCaseResult's fields in its order, and
     # validating 200k of them only to serialise them again would double the run time.
     dumps = case_json
-    errors: list[FileError] = []
+    errors: list[dict[str, str]] = []
     norm = PathNormaliser(None)
+    ids = CaseIds()
     counts = tally.counts
     for path in reports:
         snap = tally.snapshot()
         position = spool.tell() if spool is not None else 0
-        kept = len(failing)
+        kept = len(failing) if failing is not None else 0
         # Every case is written as ",\n{...}" in batches; run() drops the very first comma.
         batch: list[str] = []
         try:
-            for record in iter_records(path, None, norm):
+            duration = tally.duration
+            for record in iter_records(path, None, norm, ids):
                 status = record["status"]
                 counts[status] += 1
-                tally.duration += record["duration"]
-                if status in ("failed", "error") and len(failing) < TABLE_LIMIT:
-                    failing.append(TestCaseResult.model_validate(record))
+                duration += record["duration"]
+                if record["duplicate_of"] is not None:
+                    tally.duplicates += 1
+                if failing is not None:
+                    if status in ("failed", "error") and len(failing) < TABLE_LIMIT:
+                        failing.append(record)
+                    continue
                 if spool is not None:
                     del record["stdout"], record["stderr"]  # excluded from dumps, as in the model
                     batch.append(dumps(record))
@@ -120,47 +133,62 @@ def _parse_into(
                         batch = []
             if spool is not None and batch:
                 spool.write((",\n" + ",\n".join(batch)).encode())
+            tally.duration = duration
         except ReportError as exc:
             # A broken report contributes nothing, exactly as parse_reports() treats it.
             tally.restore(snap)
             counts = tally.counts
-            del failing[kept:]
+            if failing is not None:
+                del failing[kept:]
             if spool is not None:
                 spool.seek(position)
                 spool.truncate()
-            errors.append(FileError(file=exc.file, error=exc.reason))
+            errors.append({"file": exc.file, "error": exc.reason})
     return tally, errors
 
 
-def _print_table(summary: RunSummary, failing: list[TestCaseResult], parsed: int) -> None:
+def _summary_line(summary: dict[str, Any], parsed: int) -> str:
+    line = (
+        f"{parsed} report(s): {summary['tests']} tests, {summary['passed']} passed, "
+        f"{summary['failed']} failed, {summary['errors']} errors, {summary['skipped']} skipped "
+        f"in {summary['duration']:.3f}s"
+    )
+    if summary["duplicates"]:
+        line += f" ({summary['duplicates']} duplicate case ids, numbered #2...)"
+    return line
+
+
+def _print_table(summary: dict[str, Any], records: list[dict[str, Any]], parsed: int) -> None:
+    """The failures table (rich, imported only here) and the summary line."""
+    if not records:
+        print(_summary_line(summary, parsed))
+        return
     from rich.console import Console
     from rich.table import Table
 
+    from tasks.types import TestCaseResult
+
+    failing: list[TestCaseResult] = [TestCaseResult.model_validate(r) for r in records]
     # CI logs are not terminals: rich would wrap ids at 80 columns there.
     wide = sys.stdout.isatty() or "COLUMNS" in os.environ
     console = Console(width=None if wide else 160)
-    if failing:
-        table = Table(title="Failures and errors")
-        for column in ("status", "test", "error", "location"):
-            table.add_column(column, overflow="fold")
-        for case in failing:
-            where = case.locations[-1] if case.locations else None
-            first_line = case.message.splitlines()[0][:120] if case.message else ""
-            table.add_row(
-                case.status,
-                case.id,
-                f"{case.error_type or ''} {first_line}".strip(),
-                f"{where.path}:{where.line}" if where else (case.file or ""),
-            )
-        console.print(table)
-        shown = summary.failed + summary.errors
-        if shown > len(failing):
-            console.print(f"... and {shown - len(failing)} more failing cases")
-    console.print(
-        f"{parsed} report(s): {summary.tests} tests, {summary.passed} passed, "
-        f"{summary.failed} failed, {summary.errors} errors, {summary.skipped} skipped "
-        f"in {summary.duration:.3f}s"
-    )
+    table = Table(title="Failures and errors")
+    for column in ("status", "test", "error", "location"):
+        table.add_column(column, overflow="fold")
+    for case in failing:
+        where = case.locations[-1] if case.locations else None
+        first_line = case.message.splitlines()[0][:120] if case.message else ""
+        table.add_row(
+            case.status,
+            case.id,
+            f"{case.error_type or ''} {first_line}".strip(),
+            f"{where.path}:{where.line}" if where else (case.file or ""),
+        )
+    console.print(table)
+    shown = summary["failed"] + summary["errors"]
+    if shown > len(failing):
+        console.print(f"... and {shown - len(failing)} more failing cases")
+    console.print(_summary_line(summary, parsed))
 
 
 def run(reports: list[Path], json_out: bool) -> int:
@@ -174,22 +202,22 @@ def run(reports: list[Path], json_out: bool) -> int:
         0 when every report parsed, 2 when at least one could not be used (one line per bad
         file is written to stderr).
     """
-    failing: list[TestCaseResult] = []
     if json_out:
         with tempfile.TemporaryFile("w+b") as spool:
-            tally, errors = _parse_into(reports, spool, failing)
+            tally, errors = _parse_into(reports, spool, None)
             summary = tally.summary()
             sys.stdout.flush()
             out = sys.stdout.buffer
-            out.write(b'{"summary": ' + summary.model_dump_json().encode() + b', "cases": [')
-            spool.seek(1 if summary.tests else 0)  # the first case's leading comma
+            out.write(b'{"summary": ' + json.dumps(summary).encode() + b', "cases": [')
+            spool.seek(1 if summary["tests"] else 0)  # the first case's leading comma
             shutil.copyfileobj(spool, out, 1 << 20)
-            errs = json.dumps([e.model_dump() for e in errors]).encode()
-            out.write((b"\n" if summary.tests else b"") + b'], "errors": ' + errs + b"}\n")
+            errs = json.dumps(errors).encode()
+            out.write((b"\n" if summary["tests"] else b"") + b'], "errors": ' + errs + b"}\n")
             out.flush()
     else:
+        failing: list[dict[str, Any]] = []
         tally, errors = _parse_into(reports, None, failing)
         _print_table(tally.summary(), failing, len(reports) - len(errors))
     for err in errors:
-        print(f"autopilot: error: {err.file}: {err.error}", file=sys.stderr)
+        print(f"autopilot: error: {err['file']}: {err['error']}", file=sys.stderr)
     return 2 if errors else 0
