@@ -280,12 +280,15 @@ class DockerRunner(Runner):
 
         try:
             container.start()
-            timed_out = False
+            timed_out, pids_hit = False, False
             try:
                 status = container.wait(timeout=timeout_s)
                 exit_code = int(status.get("StatusCode", 1))
             except requests.exceptions.RequestException:  # the wait outlived the timeout
                 timed_out = True
+                # Read while the container's cgroup still exists (it goes when it stops); a run
+                # that ended on its own shows a refused fork in its output instead.
+                pids_hit = _pids_limit_hit(container.id)
                 container.kill()
                 container.wait(timeout=30)
                 exit_code = 137
@@ -293,7 +296,6 @@ class DockerRunner(Runner):
             out, err = TailBuffer(self.limits.output_bytes), TailBuffer(self.limits.output_bytes)
             out.feed(container.logs(stdout=True, stderr=False))
             err.feed(container.logs(stdout=False, stderr=True))
-            pids_hit = _pids_limit_hit(container.id)
             container.reload()
             oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
         except DockerException as exc:

@@ -130,7 +130,7 @@ def test_declared_variables_and_paths_only(
 ) -> None:
     shared = tmp_path / "shared-data"
     shared.mkdir()
-    (shared / "fixture.txt").write_text("shared fixture")
+    (shared / "fixture.txt").write_text("shared fixture\n")
     other = tmp_path / "not-declared"
     other.mkdir()
     monkeypatch.setenv("PROJECT_DB_URL", "sqlite://test")
@@ -159,8 +159,12 @@ def test_our_interpreter_is_mounted_read_only(runner: Runner, root: Path) -> Non
     res = runner.run([sys.executable, "-c", code], cwd=root)
     assert res.exit_code == 0, res.stderr
     assert res.stdout.split()[0] == sys.prefix
-    denied = runner.run(["sh", "-c", f"touch {sys.prefix}/autopilot-probe"], cwd=root)
-    assert denied.exit_code != 0 and "Read-only" in denied.stderr
+    write = "import sys; open(sys.prefix + '/autopilot-probe', 'w')"
+    denied = runner.run([sys.executable, "-c", write], cwd=root)
+    assert denied.exit_code != 0 and "Read-only file system" in denied.stderr
+    # Mounted for the runs of that interpreter only.
+    other = runner.run(["sh", "-c", f"ls {sys.prefix} 2>&1"], cwd=root)
+    assert "No such file or directory" in other.stdout
     assert not Path(sys.prefix, "autopilot-probe").exists()
 
 
