@@ -151,6 +151,7 @@ def main() -> None:
     parser.add_argument("--infra-dir", type=Path, default=Path(__file__).resolve().parent)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="register: %(message)s", stream=sys.stderr)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     stack = os.environ.get("AUTOPILOT_STACK") or "autopilot"
     image = os.environ.get("AUTOPILOT_IMAGE") or "test-autopilot-worker:latest"
     secrets = read_secrets(args.secrets_dir)
