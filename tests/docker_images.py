@@ -148,6 +148,7 @@ def built_image(name: str) -> str:
         return tag
     docker(
         "build",
+        "--force-rm",  # no container of a failed step is left behind
         "--build-arg",
         f"BASE={base}",
         "-f",
