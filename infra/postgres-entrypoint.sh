@@ -3,6 +3,14 @@
 set -eu
 if [ -n "${POSTGRES_PASSWORD_FILE:-}" ]; then
   POSTGRES_PASSWORD="$(cat "$POSTGRES_PASSWORD_FILE")"
+  export POSTGRES_PASSWORD
+  unset POSTGRES_PASSWORD_FILE
+fi
+if [ "$(id -u)" -eq 0 ]; then
+  mkdir -p "$PGDATA"
+  chown postgres:postgres "$PGDATA"
+  chmod 700 "$PGDATA"
+  exec setpriv --reuid=postgres --regid=postgres --init-groups "$0" "$@"
 fi
 : "${POSTGRES_USER:=postgres}" "${POSTGRES_DB:=$POSTGRES_USER}"
 [ -n "${POSTGRES_PASSWORD:-}" ] || { echo "postgres: set POSTGRES_PASSWORD or POSTGRES_PASSWORD_FILE" >&2; exit 1; }

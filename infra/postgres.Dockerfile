@@ -13,6 +13,6 @@ RUN apt-get update \
  && mkdir -p "$PGDATA" /var/run/postgresql \
  && chown -R postgres:postgres /var/lib/postgresql /var/run/postgresql
 COPY infra/postgres-entrypoint.sh /usr/local/bin/postgres-entrypoint.sh
-USER postgres
+# Starts as root to read the password file, then runs PostgreSQL as the postgres user.
 EXPOSE 5432
 ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/postgres-entrypoint.sh"]

@@ -8,6 +8,18 @@
 # systempaths=unconfined` does the same without root, but neither compose 1.29 nor the Docker
 # API that prefect-docker uses can ask for it.)
 set -eu
+#
+# As in the official images, a variable NAME_FILE=/run/secrets/x becomes NAME=<the file's
+# content>, read while still root (secret files are often readable by root alone).
+if [ "$(id -u)" -eq 0 ]; then
+  for name in $(env | sed -n 's/^\([A-Z0-9_]*\)_FILE=.*/\1/p'); do
+    eval "file=\${${name}_FILE}"
+    # shellcheck disable=SC2154
+    value="$(cat "$file")" || { echo "autopilot-entrypoint: cannot read ${name}_FILE" >&2; exit 1; }
+    export "$name=$value"
+    unset "${name}_FILE"
+  done
+fi
 if [ "$(id -u)" -eq 0 ] && [ "${AUTOPILOT_STAY_ROOT:-0}" != "1" ]; then
   export HOME=/home/autopilot USER=autopilot LOGNAME=autopilot
   if [ "${AUTOPILOT_UNMASK_PROC:-1}" = "1" ]; then

@@ -162,7 +162,7 @@ def write_secrets(directory: Path) -> None:
     }
     for name, value in values.items():
         (directory / name).write_text(value)
-        (directory / name).chmod(0o644)  # read by the images' own users
+        (directory / name).chmod(0o600)  # as docs/operators.md makes them: root's alone
 
 
 @pytest.fixture(scope="module")
