@@ -17,8 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from judge.rubric import RUBRIC_LEVELS
 from judge.static import RULES
 from tasks.errors import BadInputError
+from tasks.resources import resource_path
 
-DEFAULT_CASES_DIR = Path(__file__).resolve().parent / "calibration"
+
+def default_cases_dir() -> Path:
+    """judge/calibration/ as shipped with Autopilot (checkout or installed wheel)."""
+    return resource_path("judge/calibration")
 
 
 class CalibrationCase(BaseModel):
@@ -113,7 +117,7 @@ def load_cases(dir: Path | None = None) -> list[CalibrationCase]:
         BadInputError: The directory is missing or empty, or a case is invalid (the message
             names each bad file and its reason).
     """
-    root = dir or DEFAULT_CASES_DIR
+    root = dir or default_cases_dir()
     if not root.is_dir():
         raise BadInputError(f"{root}: calibration directory not found")
     cases: list[CalibrationCase] = []

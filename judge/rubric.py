@@ -13,11 +13,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from tasks.errors import BadInputError
+from tasks.resources import resource_path
 
 #: The scores the rubric must define, exactly (MISSION.md "The judge rubric").
 RUBRIC_LEVELS: frozenset[float] = frozenset({1.0, 0.8, 0.6, 0.4, 0.2, 0.0})
 
-DEFAULT_RUBRIC_PATH = Path(__file__).resolve().parent / "rubric.md"
+
+def default_rubric_path() -> Path:
+    """judge/rubric.md as shipped with Autopilot (checkout or installed wheel)."""
+    return resource_path("judge/rubric.md")
+
 
 _LEVELS_HEADING = "## levels"
 
@@ -117,7 +122,7 @@ def load_rubric(path: Path | None = None) -> Rubric:
         BadInputError: The file is missing, has no version, or its levels are not exactly
             1.0, 0.8, 0.6, 0.4, 0.2 and 0.0.
     """
-    path = path or DEFAULT_RUBRIC_PATH
+    path = path or default_rubric_path()
     try:
         data = path.read_bytes()
     except OSError as exc:

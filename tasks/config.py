@@ -71,6 +71,8 @@ class SandboxSettings(BaseModel):
     memory_mb: int = Field(4096, gt=0, description="Address-space limit per process")
     max_processes: int = Field(256, gt=0, description="Process limit inside the sandbox")
     docker_image: str = Field("test-autopilot-worker:latest")
+    read_only: list[str] = Field(default_factory=list)
+    pass_env: list[str] = Field(default_factory=list)
 
 
 class RepairSettings(BaseModel):

@@ -35,6 +35,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.errors import ConfigError
+from tasks.resources import resource_path
 from tasks.types import PromptMeta, ValidationResult
 
 logger = logging.getLogger(__name__)
@@ -53,8 +54,8 @@ class PromptError(ConfigError):
 
 
 def default_prompts_dir() -> Path:
-    """The repository's prompts/ directory."""
-    return Path(__file__).resolve().parents[1] / "prompts"
+    """The prompts/ directory shipped with Autopilot (the checkout's, or the wheel's copy)."""
+    return resource_path("prompts")
 
 
 class PromptHeader(BaseModel):

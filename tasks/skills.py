@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tasks.errors import ConfigError
+from tasks.resources import resource_path
 from tasks.types import SourceFile, SourceKind
 
 logger = logging.getLogger(__name__)
@@ -38,8 +39,8 @@ class SkillError(ConfigError):
 
 
 def default_skills_dir() -> Path:
-    """The repository's skills/ directory."""
-    return Path(__file__).resolve().parents[1] / "skills"
+    """The skills/ directory shipped with Autopilot (the checkout's, or the wheel's copy)."""
+    return resource_path("skills")
 
 
 class SkillMeta(BaseModel):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from judge.calibration import DEFAULT_CASES_DIR, CalibrationCase, load_cases
+from judge.calibration import CalibrationCase, default_cases_dir, load_cases
 from judge.static import check_spec, gate_passes
 from tasks.errors import BadInputError
 
@@ -126,7 +126,7 @@ def test_python_case_behaves_as_labelled_under_pytest(
 
 def _copy_cases(dest: Path) -> Path:
     dest.mkdir()
-    for path in DEFAULT_CASES_DIR.glob("*.yaml"):
+    for path in default_cases_dir().glob("*.yaml"):
         shutil.copy(path, dest / path.name)
     return dest
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -154,16 +155,76 @@ def test_every_yaml_file_in_infra_loads() -> None:
         assert isinstance(_load(path), dict), path
 
 
-def test_compose_stack_has_postgres_server_worker_and_s3() -> None:
-    services = _load(INFRA / "compose.yaml")["services"]
+def test_compose_stack_has_postgres_server_worker_s3_and_registration() -> None:
+    compose = _load(INFRA / "compose.yaml")
+    services = compose["services"]
 
-    assert {"postgres", "prefect-server", "worker", "s3"} <= set(services)
+    assert {"postgres", "prefect-server", "worker", "s3", "register", "docker-worker"} <= set(
+        services
+    )
     server_env = services["prefect-server"]["environment"]
-    assert "postgresql+asyncpg://" in server_env["PREFECT_API_DATABASE_CONNECTION_URL"]
+    assert server_env["PREFECT_SERVER_DATABASE_DRIVER"] == "postgresql+asyncpg"
     worker = services["worker"]
     assert "autopilot-process" in " ".join(worker["command"])
     assert worker["environment"]["PREFECT_API_URL"] == "http://prefect-server:4200/api"
     assert worker["build"]["dockerfile"] == "infra/Dockerfile"
+    # AUTOPILOT_HOME is a named volume; credentials are compose secrets, not environment.
+    assert "home:/var/lib/autopilot" in worker["volumes"]
+    assert set(compose["secrets"]) == {
+        "postgres_password",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "mistral_api_key",
+    }
+    for service in services.values():
+        env = service.get("environment") or {}
+        assert not {"MISTRAL_API_KEY", "AWS_SECRET_ACCESS_KEY", "POSTGRES_PASSWORD"} & set(env)
+    assert services["register"]["depends_on"]["prefect-server"]["condition"] == "service_healthy"
+    assert worker["depends_on"]["register"]["condition"] == "service_completed_successfully"
+
+
+@pytest.mark.parametrize("files", [["compose.yaml"], ["compose.yaml", "compose.local.yaml"]])
+def test_compose_files_pass_docker_compose_config(files: list[str], tmp_path: Path) -> None:
+    compose = shutil.which("docker-compose")
+    if compose is None:
+        pytest.skip("docker-compose not installed")
+    for name in ("postgres_password", "aws_access_key_id", "aws_secret_access_key"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "mistral_api_key").write_text("")
+    env = {
+        **os.environ,
+        "AUTOPILOT_SECRETS": str(tmp_path),
+        "AUTOPILOT_REPO_URL": "git://git.example.invalid/shop.git",
+        "AUTOPILOT_STACK": "ap-config-check",
+    }
+    args = [compose, "-p", "ap-config-check"] + [a for f in files for a in ("-f", f)]
+    done = subprocess.run(
+        [*args, "config"], cwd=INFRA, env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert done.returncode == 0, done.stderr
+    config = yaml.safe_load(done.stdout)
+    assert config["networks"]["default"]["name"] == "ap-config-check"
+    assert config["volumes"]["home"]["name"] == "ap-config-check-home"
+    # Without the repository's URL compose refuses to start, with a message that says so.
+    del env["AUTOPILOT_REPO_URL"]
+    bad = subprocess.run(
+        [*args, "config"], cwd=INFRA, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode != 0 and "AUTOPILOT_REPO_URL" in bad.stderr
+
+
+def test_docker_pool_template_matches_the_compose_names() -> None:
+    pool = json.loads((INFRA / "work-pools" / "docker.json").read_text())
+    props = pool["variables"]["properties"]
+    compose = _load(INFRA / "compose.yaml")
+
+    assert compose["networks"]["default"]["name"] == "${AUTOPILOT_STACK:-autopilot}"
+    assert props["networks"]["default"] == ["autopilot"]
+    assert compose["volumes"]["home"]["name"] == "${AUTOPILOT_STACK:-autopilot}-home"
+    assert props["volumes"]["default"] == ["autopilot-home:/var/lib/autopilot"]
+    kwargs = props["container_create_kwargs"]["default"]
+    assert kwargs["cap_add"] == ["SYS_ADMIN"] and kwargs["user"] == "0"
 
 
 def test_github_workflow_runs_post_merge_only_after_a_failed_main_build() -> None:
@@ -179,12 +240,18 @@ def test_github_workflow_runs_post_merge_only_after_a_failed_main_build() -> Non
     assert "prefect deployment run post-merge/post-merge" in script
 
 
-def test_dockerfile_installs_ruby_toolchain_bubblewrap_and_the_project() -> None:
+def test_dockerfiles_take_their_base_as_a_build_argument() -> None:
     text = (INFRA / "Dockerfile").read_text()
 
     for package in ("ruby", "rspec", "rubocop", "simplecov", "bubblewrap", "git"):
         assert package in text, package
-    assert "uv sync --frozen" in text and "COPY" in text
+    # Autopilot from its wheel, with the lock file's versions.
+    assert "uv export --frozen" in text and "uv build --wheel" in text
+    for dockerfile in INFRA.glob("*Dockerfile"):
+        first = next(
+            line for line in dockerfile.read_text().splitlines() if line.startswith(("ARG", "FROM"))
+        )
+        assert first.startswith("ARG BASE=") and "slim" in first, dockerfile
 
 
 @pytest.mark.slow
@@ -213,8 +280,12 @@ def test_prefect_deploy_accepts_the_file_and_the_deployments_are_queryable(
     assert schedule["schedule"]["cron"] == "0 2 * * *"
     assert schedule["schedule"]["timezone"] == "UTC" and schedule["active"] is True
     assert nightly["work_pool_name"] == "autopilot-process"
-    assert nightly["entrypoint"] == "flows/nightly.py:nightly"
-    assert nightly["parameters"]["repo"] == "/srv/repo"
+    assert nightly["entrypoint"] == "flows.nightly:nightly"
+    assert nightly["parameters"]["repo"] == "/var/lib/autopilot/repo"
+    # Pull steps: Secret blocks into the environment, then the repository cloned or fetched.
+    steps = [next(iter(s)) for s in nightly["pull_steps"]]
+    assert steps == ["tasks.deploy_steps.load_secrets", "tasks.deploy_steps.sync_repository"]
+    assert nightly["pull_steps"][1][steps[1]]["url"] == "{{ $AUTOPILOT_REPO_URL }}"
     assert set(nightly["tags"]) == {"autopilot", "nightly"}
     assert deployments["nightly-docker"]["work_pool_name"] == "autopilot-docker"
     assert deployments["nightly-docker"]["schedules"][0]["active"] is False

@@ -473,14 +473,18 @@ def test_docker_run_kwargs(tmp_path: Path) -> None:
         limits=limits,
         timeout_s=60,
     )
-    assert kw["image"] == "worker:1" and kw["command"] == ["rspec", "spec/a_spec.rb"]
+    assert kw["image"] == "worker:1" and kw["entrypoint"][-2:] == ["rspec", "spec/a_spec.rb"]
+    # The environment is exactly the one given (env -i), under bwrap's per-process rlimits.
+    assert kw["entrypoint"][:3] == ["/usr/bin/env", "-i", "RAILS_ENV=test"]
+    assert "prlimit" in kw["entrypoint"] and "--as=2147483648" in kw["entrypoint"]
+    assert "command" not in kw
     assert kw["network_disabled"] is True and kw["read_only"] is True
     assert kw["mem_limit"] == "2048m" and kw["memswap_limit"] == "2048m"
     assert kw["pids_limit"] == 128
-    assert kw["tmpfs"] == {"/tmp": "rw,nosuid,size=64m"}
+    assert kw["tmpfs"] == {"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"}
     assert kw["volumes"] == {str(tmp_path): {"bind": str(tmp_path), "mode": "rw"}}
     assert kw["working_dir"] == str(tmp_path / "sub")
-    assert kw["environment"] == {"HOME": "/tmp/home", "TMPDIR": "/tmp", "RAILS_ENV": "test"}
+    assert "environment" not in kw
     assert kw["user"] != "0" and not kw["user"].startswith("0:")
     assert kw["cap_drop"] == ["ALL"] and "no-new-privileges" in kw["security_opt"]
     ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in kw["ulimits"]}

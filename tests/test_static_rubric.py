@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from judge.rubric import DEFAULT_RUBRIC_PATH, RUBRIC_LEVELS, load_rubric
+from judge.rubric import RUBRIC_LEVELS, default_rubric_path, load_rubric
 from judge.static import (
     FORBIDDEN_CAP,
     FORBIDDEN_RULES,
@@ -485,7 +485,7 @@ def test_rubric_levels_are_exactly_the_contract() -> None:
     assert rubric.levels[0.8] == "Precise everywhere tested, but one or two edge cases missing."
     assert "private methods" in rubric.levels[0.0]
     assert rubric.version == "1.0"
-    assert rubric.sha256 == hashlib.sha256(DEFAULT_RUBRIC_PATH.read_bytes()).hexdigest()
+    assert rubric.sha256 == hashlib.sha256(default_rubric_path().read_bytes()).hexdigest()
     assert not rubric.text.startswith("---")
     for bad in ("be_truthy", "not_to raise_error", "send", "eq(100)", "change { User.count }"):
         assert bad in rubric.text
@@ -511,7 +511,7 @@ def test_rubric_nearest_level() -> None:
 )
 def test_broken_rubric_is_rejected_naming_the_file(tmp_path: Path, edit, reason: str) -> None:  # type: ignore[no-untyped-def]
     broken = tmp_path / "rubric.md"
-    broken.write_text(edit(DEFAULT_RUBRIC_PATH.read_text()))
+    broken.write_text(edit(default_rubric_path().read_text()))
     with pytest.raises(BadInputError) as err:
         load_rubric(broken)
     assert str(broken) in str(err.value) and reason in str(err.value)
@@ -519,7 +519,7 @@ def test_broken_rubric_is_rejected_naming_the_file(tmp_path: Path, edit, reason:
 
 def test_rubric_hash_changes_with_the_text(tmp_path: Path) -> None:
     copy = tmp_path / "rubric.md"
-    copy.write_text(DEFAULT_RUBRIC_PATH.read_text() + "\nOne more sentence.\n")
+    copy.write_text(default_rubric_path().read_text() + "\nOne more sentence.\n")
     assert load_rubric(copy).sha256 != load_rubric().sha256
 
 

@@ -12,13 +12,13 @@ import shutil
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.errors import AutopilotError
+from tasks.resources import resource_path
 from tasks.types import (
     CommandResult,
     FileCoverage,
@@ -83,7 +83,7 @@ class Toolchain(ABC):
             data = path.read_bytes() if path.is_file() else b"(absent)"
             digest.update(f"\0{rel}\0{len(data)}\0".encode() + data)
         for name in self.resources:
-            data = resources.files("tasks.toolchains").joinpath("resources", name).read_bytes()
+            data = resource_path(f"tasks/toolchains/resources/{name}").read_bytes()
             digest.update(f"\0resource:{name}\0{len(data)}\0".encode() + data)
         return digest.hexdigest()
 

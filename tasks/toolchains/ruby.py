@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from tasks.coverage import parse_coverage
 from tasks.errors import CoverageError
+from tasks.resources import resource_path
 from tasks.stacktrace import locations_from_trace
 from tasks.toolchains.base import (
     LINT_TIMEOUT_S,
@@ -65,9 +65,7 @@ def _copy_resource(name: str, run_dir: Path) -> Path:
     # Copied into the repository because it is the one directory every sandbox backend
     # (bwrap, docker) is guaranteed to see.
     dest = run_dir / name
-    source = resources.files("tasks.toolchains").joinpath("resources", name)
-    with resources.as_file(source) as path:
-        shutil.copyfile(path, dest)
+    shutil.copyfile(resource_path(f"tasks/toolchains/resources/{name}"), dest)
     return dest
 
 

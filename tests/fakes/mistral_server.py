@@ -171,10 +171,10 @@ class MistralServer:
         with self._lock:
             self._faults.extend(answers)
 
-    def start(self) -> MistralServer:
-        """Listen on a free loopback port in a background thread."""
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> MistralServer:
+        """Listen in a background thread (default: a free loopback port)."""
         handler = type("Handler", (_Handler,), {"fake": self})
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        httpd = ThreadingHTTPServer((host, port), handler)
         httpd.daemon_threads = True
         httpd.block_on_close = False  # slow handlers must not hold up stop()
         self._httpd = httpd
