@@ -188,4 +188,6 @@ def run(
         sys.stdout.flush()
     else:
         _print_table(report)
+    if report.baseline_error:
+        print(f"autopilot: {report.baseline_error}", file=sys.stderr)
     return report.exit_code()

@@ -1,11 +1,27 @@
 """The python-pytest toolchain: pytest (JUnit XML), coverage.py (JSON report) and ruff.
 
-The tests run with the interpreter the settings name (``python``, e.g. the project's own
-virtualenv, which must have pytest and coverage: a project with its own dependencies needs
-that), by default with this project's (``sys.executable``, the Autopilot venv, which ships
-pytest and coverage). Either way the target is not installed into it: it must find its own
-package through its pytest configuration (``pythonpath = ["src"]``) or a conftest.py, as the
-example project does. ruff always runs from the Autopilot venv: it needs no project code.
+A run is faithful to the project:
+
+- **Its interpreter.** The ``python`` setting names the project's own (e.g. its virtualenv):
+  pytest's plugins autoload and the project's ``pytest.ini``/``pyproject``/``setup.cfg``/
+  ``tox.ini`` options apply, as when its maintainers run it. Without one, the tests run with an
+  isolated interpreter that has pytest and coverage and nothing else of Autopilot's environment
+  (:mod:`tasks.toolchains.pyenv`), plugins off.
+- **Its worktree's code.** The worktree's package roots (``src/``, the build configuration's
+  package directories) come first on the import path, so an editable install of the user's
+  checkout never wins; the plugin Autopilot loads (``resources/autopilot_pytest_plugin.py``)
+  re-asserts that order at start-up and reports where the project's packages were imported
+  from: a package imported from outside the worktree means the suite did not test the worktree.
+- **Its generated files.** Version files that setuptools-scm or hatch-vcs write at install time
+  are written into the worktree when missing; ``prepare`` commands run once per worktree.
+- **Coverage that coexists with theirs.** ``coverage run`` wraps the session (coverage.py's own
+  numbers, the project's coverage configuration for exclusions); a project's pytest-cov steps
+  aside as with ``--no-cov`` (its ``--cov`` options stay valid) and pytest-xdist runs in-process.
+
+A run that never got to its tests (usage, internal or collection errors, a conftest that does not
+import, a process that ended without pytest's summary, fewer tests reported than collected) is
+not loaded, with a :class:`~tasks.types.SuiteProblem` naming the real cause.
+ruff always runs from the Autopilot venv: it needs no project code.
 """
 
 from __future__ import annotations
@@ -13,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,14 +38,17 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import ParseError
 from defusedxml.ElementTree import parse as parse_xml
 
-from tasks.coverage import parse_coverage
+from tasks.coverage import load_coverage_contexts, parse_coverage
 from tasks.errors import CoverageError
+from tasks.evidence import tested_by
 from tasks.stacktrace import locations_from_trace
 from tasks.toolchains.base import (
     LINT_TIMEOUT_S,
     CommandRunner,
+    SuiteResult,
     Toolchain,
     ToolchainError,
+    copy_resource,
     join_messages,
     keep_reports,
     relative_path,
@@ -36,10 +56,14 @@ from tasks.toolchains.base import (
     scratch_dir,
     tail,
 )
+from tasks.toolchains.diagnose import diagnose_pytest
+from tasks.toolchains.pyenv import isolated_python
+from tasks.toolchains.pylayout import package_roots, project_packages, write_version_files
 from tasks.types import (
     CommandResult,
     FileCoverage,
     LintOffense,
+    SuiteProblem,
     TestCaseResult,
     TestStatus,
     ValidationResult,
@@ -52,18 +76,21 @@ OMIT = "tests/*,*/tests/*,test_*.py,*_test.py,conftest.py,*/conftest.py,.venv/*,
 #: pytest exit codes that mean the run never got to (all) the tests: interrupted by collection
 #: errors, internal error, usage error.
 _NOT_LOADED_EXITS = (2, 3, 4)
-# No bytecode in the worktree; no pytest plugins of the Autopilot venv (pytest-timeout, anyio)
-# loaded into the target: they are ours, not the project's, and cost a second per run.
-_ENV = {
-    "PYTHONDONTWRITEBYTECODE": "1",
-    "PYTHONHASHSEED": "0",
-    "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-}
+PLUGIN = "autopilot_pytest_plugin.py"
+#: No bytecode in the worktree; a fixed hash seed so re-runs compare.
+_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
 
 
 def source_root(repo: Path) -> str:
     """What coverage measures: ``src`` for a src layout, else the repository root."""
     return "src" if (repo / "src").is_dir() else "."
+
+
+def default_home() -> Path:
+    """``$AUTOPILOT_HOME`` (``~/.autopilot``): where the isolated test environment lives."""
+    from tasks.config import load_settings
+
+    return load_settings().home
 
 
 def run_tests(
@@ -76,24 +103,52 @@ def run_tests(
     reports_dir: Path | None,
     exclude: list[str] | None = None,
     coverage: bool = True,
+    contexts: bool = False,
     python: str | None = None,
-) -> tuple[ValidationResult, dict[str, FileCoverage]]:
+    home: Path | None = None,
+    chain: Toolchain | None = None,
+) -> SuiteResult:
     """Run test files (or the suite) under coverage.py with a JUnit XML report.
 
     Collection errors make the result not loaded; the coverage JSON gives every measured file
-    (unimported ones at 0 %). `python` is the interpreter (default: this one). See
+    (unimported ones at 0 %). `python` is the project's interpreter (None: the isolated one
+    built under `home`); `chain` brings the toolchain's ``prepare`` commands. See
     :meth:`Toolchain.run_specs` for the other arguments.
     """
     repo = repo.resolve()
+    own = python is None
+    py = str(isolated_python(home or default_home())) if own else str(python)
+    prepared = write_version_files(repo)
+    roots = package_roots(repo)
+    packages = project_packages(repo, roots)
     run_dir = scratch_dir(repo)
     try:
+        copy_resource(PLUGIN, run_dir)
+        status_file = run_dir / "status.json"
+        env = {
+            **_ENV,
+            "PYTHONPATH": os.pathsep.join([str(run_dir), *map(str, roots)]),
+            "AUTOPILOT_STATUS": str(status_file),
+            "AUTOPILOT_ROOTS": json.dumps([str(r) for r in [*roots, repo]]),
+            "AUTOPILOT_PACKAGES": json.dumps(packages),
+        }
+        if own:
+            # The isolated interpreter has no plugins to load, and the project's own (which
+            # its configuration may name) are not there: a usage error says so.
+            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        if contexts and coverage:
+            env["AUTOPILOT_CONTEXTS"] = "1"
+        if chain is not None:
+            try:
+                prepared += chain.prepare_worktree(repo, runner, env)
+            except ToolchainError as exc:
+                return _not_run(repo, specs, target, "prepare", str(exc), prepared)
         data_file = run_dir / ".coverage"
         xml_out = run_dir / "junit.xml"
-        json_out = run_dir / "coverage.json"
-        py = python or sys.executable
-        cov = [py, "-m", "coverage"]
         measure = [
-            *cov,
+            py,
+            "-m",
+            "coverage",
             "run",
             f"--data-file={data_file}",
             f"--source={source_root(repo)}",
@@ -103,37 +158,97 @@ def run_tests(
             *(measure if coverage else [py]),
             "-m",
             "pytest",
+            "-p",
+            PLUGIN.removesuffix(".py"),
             f"--junitxml={xml_out}",
             # xunit1 keeps the file and line attributes on each testcase.
             "-o",
             "junit_family=xunit1",
-            "-p",
-            "no:cacheprovider",
+            "-o",
+            f"cache_dir={run_dir / '.pytest_cache'}",
             "-q",
             *[f"--ignore={path}" for path in exclude or []],
             *specs,
         ]
-        cmd = runner.run(argv, cwd=repo, env=_ENV, timeout_s=timeout_s)
-        result = parse_pytest_run(repo, xml_out, cmd)
+        cmd = runner.run(argv, cwd=repo, env=env, timeout_s=timeout_s)
+        status = _read_status(status_file)
+        label = py if not own else "Autopilot's isolated interpreter (no project dependencies)"
+        result, load_errors = _parse(
+            repo, xml_out, cmd, status=status, packages=packages, python=label
+        )
         result.specs = list(specs)
         result.target = target
-        files: dict[str, FileCoverage] = {}
-        if data_file.is_file():
-            report = runner.run(
-                [*cov, "json", f"--data-file={data_file}", "-o", str(json_out), "-q"],
-                cwd=repo,
-                env=_ENV,
-                timeout_s=LINT_TIMEOUT_S,
-            )
-            result.duration_s += report.duration_s
-            files = _coverage(repo, json_out, report)
+        suite = SuiteResult(validation=result, prepared=prepared, load_errors=load_errors)
+        if coverage and (result.loaded or result.examples):
+            _measure(repo, runner, py, env, run_dir, suite, contexts=contexts)
         if target is not None:
-            result.coverage = files.get(target)
+            result.coverage = suite.files.get(target)
         if reports_dir is not None:
             keep_reports(run_dir, reports_dir)
-        return result, files
+        return suite
     finally:
         remove_scratch(run_dir)
+
+
+def _not_run(
+    repo: Path, specs: list[str], target: str | None, tool: str, message: str, prepared: list[str]
+) -> SuiteResult:
+    problem = SuiteProblem(tool=tool, cause="environment", message=message)
+    result = ValidationResult(
+        toolchain="python-pytest",
+        loaded=False,
+        load_error=message,
+        specs=list(specs),
+        target=target,
+        problem=problem,
+    )
+    return SuiteResult(validation=result, prepared=prepared)
+
+
+def _read_status(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _measure(
+    repo: Path,
+    runner: CommandRunner,
+    py: str,
+    env: dict[str, str],
+    run_dir: Path,
+    suite: SuiteResult,
+    *,
+    contexts: bool,
+) -> None:
+    """The coverage JSON of the run (combined first when the project's configuration made
+    coverage write parallel data files) into `suite`."""
+    data_file = run_dir / ".coverage"
+    parallel = sorted(run_dir.glob(".coverage.*"))
+    cov = [py, "-m", "coverage"]
+    if parallel and not data_file.is_file():
+        runner.run(
+            [*cov, "combine", f"--data-file={data_file}", "-q", *map(str, parallel)],
+            cwd=repo,
+            env=env,
+            timeout_s=LINT_TIMEOUT_S,
+        )
+    if not data_file.is_file():
+        return
+    json_out = run_dir / "coverage.json"
+    argv = [*cov, "json", f"--data-file={data_file}", "-o", str(json_out), "-q"]
+    if contexts:
+        argv.append("--show-contexts")
+    report = runner.run(argv, cwd=repo, env=env, timeout_s=LINT_TIMEOUT_S)
+    suite.validation.duration_s += report.duration_s
+    suite.files = _coverage(repo, json_out, report)
+    if contexts and json_out.is_file():
+        try:
+            suite.tested_by = tested_by(load_coverage_contexts(json_out, repo), repo)
+        except CoverageError as exc:
+            log.warning("test contexts of %s unusable: %s", repo, exc)
 
 
 def _coverage(repo: Path, json_out: Path, cmd: CommandResult) -> dict[str, FileCoverage]:
@@ -147,40 +262,119 @@ def _coverage(repo: Path, json_out: Path, cmd: CommandResult) -> dict[str, FileC
         return {}
 
 
-def parse_pytest_run(repo: Path, xml_out: Path, cmd: CommandResult) -> ValidationResult:
-    """Turn one pytest command and its JUnit XML into a ValidationResult.
+def parse_pytest_run(
+    repo: Path,
+    xml_out: Path,
+    cmd: CommandResult,
+    *,
+    status: dict[str, Any] | None = None,
+    packages: list[str] | tuple[str, ...] = (),
+    python: str = "python",
+) -> ValidationResult:
+    """Turn one pytest command, its JUnit XML and the plugin's status into a ValidationResult.
 
-    Collection errors (pytest writes them as a testcase with the message "collection
-    failure"), exit codes 2-4, or a missing report mean the tests did not load.
+    Not loaded (with a ``problem``) when: collection errors (pytest writes them as a testcase
+    with the message "collection failure"), exit codes 2-4, a missing report, fewer tests
+    reported than collected (without a failure that stopped the run), or a project package
+    imported from outside the worktree.
     """
+    return _parse(repo, xml_out, cmd, status=status, packages=packages, python=python)[0]
+
+
+def _parse(
+    repo: Path,
+    xml_out: Path,
+    cmd: CommandResult,
+    *,
+    status: dict[str, Any] | None,
+    packages: list[str] | tuple[str, ...],
+    python: str,
+) -> tuple[ValidationResult, dict[str, str]]:
+    """:func:`parse_pytest_run`, plus each test file's collection error (file -> text)."""
     base = ValidationResult(
         toolchain="python-pytest", loaded=False, duration_s=cmd.duration_s, reason=cmd.reason
     )
-    output = tail(cmd.stdout + "\n" + cmd.stderr)
+    output = cmd.stdout + "\n" + cmd.stderr
     try:
         root = parse_xml(str(xml_out)).getroot()
     except (OSError, ParseError, DefusedXmlException) as exc:
-        why = cmd.reason or f"no usable JUnit XML report ({exc.__class__.__name__})"
-        base.load_error = f"pytest exited {cmd.exit_code}: {why}\n{output}".strip()
-        return base
+        if cmd.reason:
+            base.load_error = f"pytest exited {cmd.exit_code}: {cmd.reason}\n{tail(output)}".strip()
+            base.problem = SuiteProblem(
+                tool="pytest", cause="environment", message=f"stopped: {cmd.reason}"
+            )
+            return base, {}
+        problem = diagnose_pytest(output, cmd.exit_code, repo, packages, python)
+        if xml_out.exists() or (status is not None and cmd.exit_code not in _NOT_LOADED_EXITS):
+            problem.message = f"no usable JUnit XML report ({exc.__class__.__name__})"
+        elif problem.message.startswith("pytest exited") and cmd.exit_code in (0, 1, 5):
+            problem.message = (
+                "pytest ended without its summary (the process exited early or was killed)"
+            )
+        base.problem = problem
+        base.load_error = f"pytest exited {cmd.exit_code}: {problem.message}\n{problem.detail}"
+        return base, {}
+    rootdir = Path(str(status["rootdir"])) if status and status.get("rootdir") else repo
     collection_errors: list[str] = []
+    by_file: dict[str, str] = {}
     for case in root.iter("testcase"):
-        example, collection_error = _case(repo, case)
+        example, collection_error = _case(repo, case, rootdir)
         if collection_error is not None:
             collection_errors.append(collection_error)
+            if example.file:
+                by_file[example.file] = collection_error
         else:
             base.examples.append(example)
     if collection_errors or cmd.exit_code in _NOT_LOADED_EXITS:
-        base.load_error = join_messages(collection_errors) or output
-        return base
+        text = join_messages(collection_errors)
+        base.problem = diagnose_pytest(
+            f"{text}\n{output}" if text else output, cmd.exit_code, repo, packages, python
+        )
+        base.load_error = text or f"{base.problem.one_line()}\n{base.problem.detail}"
+        return base, by_file
+    found = _status_problem(repo, status, base.examples)
+    if found is not None:
+        base.problem = found
+        base.load_error = found.one_line()
+        return base, by_file
     base.loaded = True
-    return base
+    return base, by_file
 
 
-def _case(repo: Path, case: Any) -> tuple[TestCaseResult, str | None]:
+def _status_problem(
+    repo: Path, status: dict[str, Any] | None, examples: list[TestCaseResult]
+) -> SuiteProblem | None:
+    """What the plugin's status says went wrong in a run that wrote its report, or None."""
+    if status is None:
+        return None
+    root = repo.resolve()
+    imports = status.get("imports") if isinstance(status.get("imports"), dict) else {}
+    for name, where in sorted((imports or {}).items()):
+        if isinstance(where, str) and not Path(os.path.realpath(where)).is_relative_to(root):
+            return SuiteProblem(
+                tool="pytest",
+                cause="environment",
+                message=f"the tests imported {name} from {where}, not from the worktree",
+                hint="an installed copy of the project shadows its code: remove it from the "
+                "interpreter's environment or make it an editable install",
+            )
+    collected = status.get("collected")
+    bad = any(e.status in ("failed", "error") for e in examples)
+    short = isinstance(collected, int) and len(examples) < collected
+    if short and not bad and not status.get("stopped"):
+        return SuiteProblem(
+            tool="pytest",
+            cause="environment",
+            message=f"pytest collected {collected} tests but reported {len(examples)}",
+            hint="a plugin or the configuration stopped the run early",
+        )
+    return None
+
+
+def _case(repo: Path, case: Any, rootdir: Path) -> tuple[TestCaseResult, str | None]:
     classname = case.get("classname", "")
     name = case.get("name", "")
-    file = case.get("file")
+    file = _from_rootdir(case.get("file"), rootdir, repo)
     line_attr = case.get("line")
     status: TestStatus = "passed"
     message = error_type = trace = None
@@ -194,7 +388,8 @@ def _case(repo: Path, case: Any) -> tuple[TestCaseResult, str | None]:
             break
     if status == "error" and not classname and message == "collection failure":
         # pytest's own wording, so readers that look for "ERROR collecting <file>" find it.
-        return _placeholder(name), f"ERROR collecting {file or name}\n{trace or ''}".strip()
+        text = f"ERROR collecting {file or name}\n{trace or ''}".strip()
+        return _placeholder(name, file), text
     locations = (
         [loc for loc in locations_from_trace(trace, repo) if not loc.path.startswith("/")]
         if trace
@@ -224,8 +419,15 @@ def _case(repo: Path, case: Any) -> tuple[TestCaseResult, str | None]:
     )
 
 
-def _placeholder(name: str) -> TestCaseResult:
-    return TestCaseResult(id=name, name=name, status="error")
+def _from_rootdir(file: str | None, rootdir: Path, repo: Path) -> str | None:
+    """A JUnit ``file`` (relative to pytest's rootdir) relative to the project instead."""
+    if not file or rootdir.resolve() == repo.resolve():
+        return file
+    return relative_path(str((rootdir / file).resolve()), repo)
+
+
+def _placeholder(name: str, file: str | None = None) -> TestCaseResult:
+    return TestCaseResult(id=name, name=name, status="error", file=file)
 
 
 def lint(
@@ -287,20 +489,23 @@ class PythonPytestToolchain(Toolchain):
         ".ruff.toml",
         ".coveragerc",
     )
+    resources = (PLUGIN,)
     lint = staticmethod(lint)
 
-    def __init__(self, python: str | None = None) -> None:
+    def __init__(
+        self, python: str | None = None, prepare: tuple[str, ...] = (), home: Path | None = None
+    ) -> None:
         self.configured = python
-        self.python = python or sys.executable
+        self.python = python
+        self.prepare = tuple(prepare)
+        self.home = home
 
-    def run_tests(
-        self, *args: Any, **kwargs: Any
-    ) -> tuple[ValidationResult, dict[str, FileCoverage]]:
-        """:func:`run_tests` with this toolchain's interpreter."""
-        return run_tests(*args, python=self.python, **kwargs)
+    def run_tests(self, *args: Any, **kwargs: Any) -> SuiteResult:
+        """:func:`run_tests` with this toolchain's interpreter and prepare commands."""
+        return run_tests(*args, python=self.python, home=self.home, chain=self, **kwargs)
 
     def config_digest(self, repo: Path) -> str:
         # Another interpreter is another set of installed packages: another validation. The
         # default is named as such, not by its path, so the key holds wherever Autopilot lives.
-        python = self.configured or "(autopilot's own)"
+        python = self.configured or "(autopilot's own, isolated)"
         return hashlib.sha256(f"{super().config_digest(repo)}\0{python}".encode()).hexdigest()
