@@ -141,7 +141,9 @@ def diagnose_pytest(
                 "project's interpreter, or install it there"
             )
     if message is None:
-        message = header or f"pytest exited {exit_code} before running the tests"
+        errors = [ln.removeprefix("ERROR: ").strip() for ln in lines if ln.startswith("ERROR: ")]
+        message = header or (errors[0] if errors else None)
+        message = message or f"pytest exited {exit_code} before running the tests"
     elif header and not header.startswith("INTERNALERROR>"):
         message = f"{header.rstrip('.')}: {message}"
     return SuiteProblem(

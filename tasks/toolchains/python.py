@@ -312,7 +312,9 @@ def _parse(
                 "pytest ended without its summary (the process exited early or was killed)"
             )
         base.problem = problem
-        base.load_error = f"pytest exited {cmd.exit_code}: {problem.message}\n{problem.detail}"
+        said = problem.message.startswith("pytest ")
+        prefix = "" if said else f"pytest exited {cmd.exit_code}: "
+        base.load_error = f"{prefix}{problem.message}\n{problem.detail}"
         return base, {}
     rootdir = Path(str(status["rootdir"])) if status and status.get("rootdir") else repo
     collection_errors: list[str] = []

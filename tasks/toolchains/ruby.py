@@ -262,6 +262,8 @@ def parse_rspec_run(repo: Path, json_out: Path, cmd: CommandResult) -> Validatio
             )
         else:
             base.problem = diagnose_rspec(cmd.stdout + "\n" + cmd.stderr, cmd.exit_code, repo)
+            if json_out.exists() or base.problem.message.startswith("rspec exited"):
+                base.problem.message = why
             why = base.problem.message
         base.load_error = f"rspec exited {cmd.exit_code}: {why}\n{output}".strip()
         return base
