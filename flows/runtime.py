@@ -13,9 +13,36 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Libraries whose INFO lines are transport detail (one per HTTP request): shown from -vv on.
+QUIET_LIBRARIES = (
+    "httpx",
+    "httpcore",
+    "httpx2",
+    "urllib3",
+    "botocore",
+    "boto3",
+    "s3transfer",
+    "docker",
+    "mistralai",
+    "asyncio",
+    "aiosqlite",
+    "sqlalchemy",
+    "alembic",
+    "uvicorn",
+    "websockets",
+    "distributed",
+)
+
+
+def quiet_transport_loggers(verbose: int) -> None:
+    """Below -vv, HTTP clients and servers log warnings only: -v shows our progress."""
+    level = logging.DEBUG if verbose >= 2 else logging.WARNING
+    for name in QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(level)
+
 
 @contextmanager
-def flow_runtime(verbose: bool = False) -> Iterator[None]:
+def flow_runtime(verbose: bool | int = False) -> Iterator[None]:
     """Settings for a flow run started from the CLI.
 
     The heartbeat thread costs ~1 s per run and is only useful to a worker; analytics would try
@@ -39,6 +66,8 @@ def flow_runtime(verbose: bool = False) -> Iterator[None]:
         level = logging.INFO if verbose else logging.WARNING
         for name in ("prefect", "prefect.flow_runs", "prefect.task_runs"):
             logging.getLogger(name).setLevel(level)
+        # Prefect's logging set-up (on import) may have lowered them again.
+        quiet_transport_loggers(int(verbose))
         yield
 
 

@@ -98,15 +98,31 @@ def audit_repo(repo: Path, ref: str = "HEAD", steps: AuditSteps | None = None) -
     with worktree(root, commit) as wt:
         project = wt / sub if sub else wt
         mapping = steps.map(project, settings.toolchain)
+        log.info(
+            "%s at %s: %d source files (%s), %d untested by name",
+            path.name,
+            commit[:12],
+            len(mapping.files),
+            mapping.toolchain,
+            len(mapping.untested),
+        )
         runner = make_runner(settings.sandbox, root=wt)
         chain = toolchain_for(settings, mapping.toolchain)
+        log.info("running the suite with coverage (%s sandbox)", settings.sandbox.backend)
         suite = steps.suite(project, chain, runner, settings.sandbox.spec_timeout_s)
+        log.info(
+            "suite %s: %d tests in %.1fs",
+            "ran" if suite.ran else "did not run",
+            len(suite.validation.examples),
+            suite.validation.duration_s,
+        )
         specs = sorted(
             set(list_specs(project, mapping.toolchain))
             | {s for f in mapping.files for s in f.specs}
             | set(suite.broken)
         )
         specs = [s for s in specs if (project / s).is_file()]
+        log.info("linting and checking %d test files", len(specs))
         lint, errors = steps.lint(project, chain, specs, runner)
         static = steps.static(project, specs)
         report = build_report(

@@ -114,7 +114,7 @@ def run(
     dask: str | None = None,
     push: bool = False,
     json_out: bool = False,
-    verbose: bool = False,
+    verbose: bool | int = False,
     max_model_calls: int | None = None,
     file_time_limit_s: float | None = None,
 ) -> int:
