@@ -188,16 +188,20 @@ def diagnose_rspec(
         None,
     )
     error = None
-    for ln in lines:
+    error_message = ""
+    for index, ln in enumerate(lines):
         m = _RUBY_ERROR.match(ln)
         if m and not ln.strip().startswith(("Failure/Error", "#")):
             error = m
+            # RSpec prints the class alone ("LoadError:") and its message indented below.
+            following = [x.strip() for x in lines[index + 1 : index + 4] if x.strip()]
+            error_message = m.group("msg").strip() or (following[0] if following else "")
             break
     load = _RUBY_LOAD.search(text)
     error_type = (
         error.group("type").rsplit("::", 1)[-1] if error else ("LoadError" if load else None)
     )
-    message = f"{error.group('type')}: {error.group('msg')}".strip() if error else None
+    message = f"{error.group('type')}: {error_message}".strip() if error else None
     cause: Cause = "project" if error_type in _RUBY_PROJECT_ERRORS else "environment"
     hint = None
     if load is not None:

@@ -19,9 +19,13 @@ from tasks.toolchains.base import ToolchainError
 from tasks.types import CommandResult
 
 _UNKNOWN_RUBY = re.compile(
-    r"unknown Ruby version (?P<version>[\w.]+)(?: found)? in `?(?P<file>[^`\s]+)`?"
+    r"unknown Ruby version:? (?P<version>\d[\w.]*)"
+    r"(?:(?: found)? in `?(?P<file>[^`\s]+?)`?\.?(?:\s|$))?"
 )
 _SUPPORTED = re.compile(r"Supported versions:\s*(?P<versions>[\d., ]+)")
+_RUNNING_RUBY = re.compile(r'"ruby_version":"(?P<version>\d+\.\d+)')
+#: Where RuboCop reads the project's Ruby version from, in its order.
+_VERSION_FILES = (".ruby-version", ".tool-versions", "Gemfile.lock", "Gemfile", "*.gemspec")
 _LOAD = re.compile(r"cannot load such file -- (?P<name>\S+)")
 _COMMAND_NOT_FOUND = re.compile(r"bundler: command not found: (?P<name>\S+)")
 _GEM_MISSING = re.compile(r"Could not find (?:gem )?'?(?P<name>[\w.-]+)")
@@ -73,14 +77,16 @@ def lint_error(tool: str, cmd: CommandResult, repo: Path) -> str:
     text = f"{cmd.stderr}\n{cmd.stdout}"
     unknown = _UNKNOWN_RUBY.search(text)
     if unknown:
+        version = unknown.group("version")
         supported = _SUPPORTED.search(text)
         known = supported.group("versions").replace(" ", "").split(",") if supported else []
-        newest = known[-1] if known and known[-1] else None
-        where = unknown.group("file").rstrip(".")
+        running = _RUNNING_RUBY.search(text)
+        target = known[-1] if known and known[-1] else running.group("version") if running else None
+        where = unknown.group("file") or _version_source(repo, version)
         return (
-            f"{tool}: RuboCop does not know Ruby {unknown.group('version')} (named in {where})"
-            + (f"; it knows up to {newest}" if newest else "")
-            + f" (set `AllCops: TargetRubyVersion: {newest or '<a known version>'}` in "
+            f"{tool}: RuboCop does not know Ruby {version}"
+            + (f" (named in {where})" if where else "")
+            + f" (set `AllCops: TargetRubyVersion: {target or '<a version it knows>'}` in "
             ".rubocop.yml, or use a RuboCop release that supports that Ruby)"
         )
     missing = _LOAD.search(text)
@@ -99,6 +105,18 @@ def lint_error(tool: str, cmd: CommandResult, repo: Path) -> str:
     if gem:
         return f"{tool}: {gem.group(0).strip()} (run `bundle install` for the Ruby that lints)"
     return f"{tool}: {_first_cause(text) or f'exit {cmd.exit_code}'}"
+
+
+def _version_source(repo: Path, version: str) -> str | None:
+    """The file of the project that names Ruby `version` (what RuboCop read it from)."""
+    for pattern in _VERSION_FILES:
+        for path in sorted(repo.glob(pattern)):
+            try:
+                if version in path.read_text(encoding="utf-8", errors="replace"):
+                    return path.name
+            except OSError:
+                continue
+    return None
 
 
 def _first_cause(text: str) -> str:
