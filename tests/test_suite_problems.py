@@ -87,7 +87,9 @@ def test_a_conftest_needing_a_missing_library_is_the_environments_problem() -> N
         "ImportError while loading conftest 'tests/conftest.py': "
         "ModuleNotFoundError: No module named 'nosuchmod'"
     )
-    assert problem.hint is not None and "nosuchmod" in problem.hint and "/venv/python" in problem.hint
+    assert (
+        problem.hint is not None and "nosuchmod" in problem.hint and "/venv/python" in problem.hint
+    )
     assert problem.file == "tests/conftest.py" and problem.line == 1
     assert "\n" not in problem.one_line()
 
@@ -308,7 +310,10 @@ def _pyrepo(tmp_path: Path, tests: dict[str, str]) -> Path:
 def test_every_test_file_set_aside_means_the_suite_did_not_run(tmp_path: Path) -> None:
     repo = _pyrepo(
         tmp_path,
-        {"test_a.py": "import pkg.nope\n\ndef test_a():\n    pass\n", "test_b.py": "def test_b(:\n"},
+        {
+            "test_a.py": "import pkg.nope\n\ndef test_a():\n    pass\n",
+            "test_b.py": "def test_b(:\n",
+        },
     )
     chain = get_toolchain("python-pytest", home=tmp_path / "home")
     suite = run_baseline(repo, chain, SubprocessRunner(), spec_timeout_s=60)
