@@ -135,7 +135,7 @@ def test_bundler_refusing_the_gemfile_is_one_line() -> None:
     problem = diagnose_rspec(GEMFILE, 4, Path("/tmp/wt"))
     assert (problem.tool, problem.cause) == ("bundler", "environment")
     assert problem.message.startswith("syntax error, unexpected ','")
-    assert problem.message.endswith("Bundler cannot continue.")
+    assert problem.message.endswith("(Gemfile:7)")
 
 
 def test_a_missing_gem_in_the_spec_helper_is_the_environments_problem(tmp_path: Path) -> None:

@@ -174,10 +174,14 @@ def diagnose_rspec(
     detail = _detail(text, repo)
     bundler = _first(_BUNDLER, lines)
     if bundler is not None:
+        message = bundler.group("msg").strip() or bundler.group(0)
+        where = re.search(r"#\s+from (?P<file>\S+?):(?P<line>\d+)", text)
+        if where:
+            message += f" ({relative_to_repo(where.group('file'), repo)}:{where.group('line')})"
         return SuiteProblem(
             tool="bundler",
             cause="environment",
-            message=_squash(bundler.group("msg").strip() or bundler.group(0)),
+            message=_squash(relative_to_repo(message, repo)),
             hint="Bundler cannot set up the project's gems: fix the Gemfile or install the "
             "bundle (`bundle install`) for the Ruby that runs the tests",
             detail=detail,
