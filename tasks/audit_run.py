@@ -122,11 +122,12 @@ def audit_repo(repo: Path, ref: str = "HEAD", steps: AuditSteps | None = None) -
             | set(suite.broken)
         )
         specs = [s for s in specs if (project / s).is_file()]
+        lint: list[LintOffense] = []
+        errors: list[str] = []
         problem = suite.validation.problem if not suite.ran else None
         if problem is not None and problem.tool == "bundler":
             # RuboCop runs through the same bundle: it would only fail again for that reason.
             log.info("lint skipped: %s", problem.one_line())
-            lint, errors = [], []
         else:
             log.info("linting and checking %d test files", len(specs))
             lint, errors = steps.lint(project, chain, specs, runner)

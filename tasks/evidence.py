@@ -74,7 +74,7 @@ def body_lines_for(path: str) -> Callable[[str], set[int]] | None:
     return None
 
 
-def tested_by(contexts: LineContexts, repo: Path) -> dict[str, list[str]]:
+def exercised_by(contexts: LineContexts, repo: Path) -> dict[str, list[str]]:
     """source -> the test files that ran at least one line of its function bodies.
 
     Args:

@@ -40,7 +40,7 @@ from defusedxml.ElementTree import parse as parse_xml
 
 from tasks.coverage import load_coverage_contexts, parse_coverage
 from tasks.errors import CoverageError
-from tasks.evidence import tested_by
+from tasks.evidence import exercised_by
 from tasks.stacktrace import locations_from_trace
 from tasks.toolchains.base import (
     LINT_TIMEOUT_S,
@@ -246,7 +246,7 @@ def _measure(
     suite.files = _coverage(repo, json_out, report)
     if contexts and json_out.is_file():
         try:
-            suite.tested_by = tested_by(load_coverage_contexts(json_out, repo), repo)
+            suite.tested_by = exercised_by(load_coverage_contexts(json_out, repo), repo)
         except CoverageError as exc:
             log.warning("test contexts of %s unusable: %s", repo, exc)
 

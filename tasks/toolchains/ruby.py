@@ -26,7 +26,7 @@ from typing import Any
 
 from tasks.coverage import parse_coverage
 from tasks.errors import CoverageError
-from tasks.evidence import LineContexts, tested_by
+from tasks.evidence import LineContexts, exercised_by
 from tasks.stacktrace import locations_from_trace
 from tasks.toolchains.base import (
     LINT_TIMEOUT_S,
@@ -167,7 +167,7 @@ def run_tests(
         if coverage:
             suite.files = _coverage(repo, coverage_dir / ".resultset.json")
         if contexts_out.is_file():
-            suite.tested_by = tested_by(load_contexts(contexts_out, repo), repo)
+            suite.tested_by = exercised_by(load_contexts(contexts_out, repo), repo)
         if target is not None:
             result.coverage = suite.files.get(target)
         if reports_dir is not None:
