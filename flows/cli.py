@@ -33,7 +33,7 @@ RepoOpt = Annotated[
 
 
 def _setup_logging(verbose: int) -> None:
-    """-v: our progress (INFO); -vv: everything, HTTP clients included (DEBUG)."""
+    """-v: our progress (INFO); -vv: debug, with the HTTP clients' requests; -vvv: all."""
     logging.basicConfig(
         level=logging.DEBUG if verbose >= 2 else logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -49,7 +49,10 @@ def _root(
     verbose: Annotated[
         int,
         typer.Option(
-            "--verbose", "-v", count=True, help="Log progress; twice for HTTP client detail."
+            "--verbose",
+            "-v",
+            count=True,
+            help="Log progress; -vv adds HTTP requests, -vvv every library's debug output.",
         ),
     ] = 0,
 ) -> None:

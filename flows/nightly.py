@@ -245,6 +245,13 @@ def nightly(
             )
             baseline.prepared = suite.prepared
             baseline_error = None if suite.ran else _baseline_error(suite)
+            log.info(
+                "baseline of %s: %d files, %d untested, line coverage %.1f%%",
+                path.name,
+                baseline.summary.files,
+                baseline.summary.untested,
+                100 * baseline.summary.line_coverage,
+            )
             targets = (
                 []
                 if baseline_error
@@ -257,6 +264,7 @@ def nightly(
                     max_files=max_files,
                 )
             )
+            log.info("%d target(s): %s", len(targets), ", ".join(t.source for t in targets[:10]))
             failing = frozenset(
                 e.id for e in suite.validation.examples if e.status in ("failed", "error")
             )

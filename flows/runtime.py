@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Libraries whose INFO lines are transport detail (one per HTTP request): shown from -vv on.
-QUIET_LIBRARIES = (
+#: HTTP clients: one line per request. Shown from -vv on.
+HTTP_LIBRARIES = (
     "httpx",
     "httpcore",
     "httpx2",
@@ -24,6 +24,9 @@ QUIET_LIBRARIES = (
     "s3transfer",
     "docker",
     "mistralai",
+)
+#: Internals of the machinery (ORM, event loop, plotting, git plumbing): shown from -vvv on.
+NOISY_LIBRARIES = (
     "asyncio",
     "aiosqlite",
     "sqlalchemy",
@@ -31,14 +34,19 @@ QUIET_LIBRARIES = (
     "uvicorn",
     "websockets",
     "distributed",
+    "matplotlib",
+    "graphviz",
+    "PIL",
+    "git",
 )
 
 
 def quiet_transport_loggers(verbose: int) -> None:
-    """Below -vv, HTTP clients and servers log warnings only: -v shows our progress."""
-    level = logging.DEBUG if verbose >= 2 else logging.WARNING
-    for name in QUIET_LIBRARIES:
-        logging.getLogger(name).setLevel(level)
+    """-v shows our progress; -vv adds the HTTP clients' requests; -vvv everything."""
+    for names, shown_from in ((HTTP_LIBRARIES, 2), (NOISY_LIBRARIES, 3)):
+        level = logging.DEBUG if verbose >= shown_from else logging.WARNING
+        for name in names:
+            logging.getLogger(name).setLevel(level)
 
 
 @contextmanager

@@ -110,12 +110,6 @@ def audit_repo(repo: Path, ref: str = "HEAD", steps: AuditSteps | None = None) -
         chain = toolchain_for(settings, mapping.toolchain)
         log.info("running the suite with coverage (%s sandbox)", settings.sandbox.backend)
         suite = steps.suite(project, chain, runner, settings.sandbox.spec_timeout_s)
-        log.info(
-            "suite %s: %d tests in %.1fs",
-            "ran" if suite.ran else "did not run",
-            len(suite.validation.examples),
-            suite.validation.duration_s,
-        )
         specs = sorted(
             set(list_specs(project, mapping.toolchain))
             | {s for f in mapping.files for s in f.specs}

@@ -113,6 +113,16 @@ def run_baseline(
         )
     elif not suite.ran and v.problem is None:
         v.problem = _problem(chain, v.reason or (v.load_error or "did not run").splitlines()[0])
+    if suite.ran:
+        log.info(
+            "the suite ran: %d tests, %d test files set aside, %d sources measured",
+            len(v.examples),
+            len(broken),
+            len(suite.files),
+        )
+    else:
+        problem = v.problem.one_line() if v.problem else "unknown cause"
+        log.info("the suite did not run: %s", problem)
     return suite
 
 
