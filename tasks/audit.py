@@ -139,16 +139,16 @@ def spec_outcomes(
 ) -> dict[str, bool]:
     """Spec file -> passed, from one suite run; `broken` specs did not load at all.
 
-    Paths are relative to `repo` (a report may name a file by its absolute path); a spec file
-    whose every test was skipped counts as passing, one with no test at all is absent.
+    Paths are relative to `repo` (a report may name a file by its absolute path). A spec file
+    fails when any of its tests failed or errored and passes when at least one passed and none
+    failed; one whose tests were all skipped, or that ran none, is absent: no test ran.
     """
     outcome: dict[str, bool] = {path: False for path in broken}
     for ex in result.examples:
-        if not ex.file:
+        if not ex.file or ex.status == "skipped":
             continue
         path = _key(ex.file, repo)
-        ok = ex.status in ("passed", "skipped")
-        outcome[path] = outcome.get(path, True) and ok
+        outcome[path] = outcome.get(path, True) and ex.status == "passed"
     return outcome
 
 

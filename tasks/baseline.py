@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 # RSpec: "An error occurred while loading ./spec/models/x_spec.rb." ; pytest: "ERROR tests/x.py"
 _LOAD_ERROR_FILE = re.compile(
     r"(?:while loading|ERROR collecting|ImportError while importing test module)\s+'?"
-    r"(?:\./)?(?P<path>[\w./-]+?_spec\.rb|[\w./-]*test_[\w]+\.py|[\w./-]+_test\.py)"
+    r"(?:\./)?(?P<path>[\w./-]+?_spec\.rb|[\w./-]*test_[\w]+\.py|[\w./-]+_test\.py)",
+    re.IGNORECASE,
 )
 
 
@@ -89,7 +90,9 @@ def run_baseline(
         )
     elif not first.loaded:
         named = list(suite.load_errors) or specs_failing_to_load(first, project)
-        broken = {f: _why(chain, suite.load_errors.get(f), project) for f in named}
+        # Without a per-file message, a single culprit's is the run's own.
+        alone = first.load_error if len(named) == 1 else None
+        broken = {f: _why(chain, suite.load_errors.get(f) or alone, project) for f in named}
     load_errors = dict(suite.load_errors)
     if broken:
         suite = chain.run_suite(project, runner, exclude=sorted(broken), contexts=contexts)
@@ -100,7 +103,7 @@ def run_baseline(
     v = suite.validation
     if broken and v.loaded and not v.examples and set(specs) <= set(broken):
         # Every test file was set aside: nothing ran, for the reason the first run gave.
-        _not_run(v, first.problem or _problem(chain, "no test file loads"), first.load_error)
+        _not_run(v, _every_file(chain, first.problem), first.load_error)
     elif v.loaded and v.reason is None and not v.examples and specs:
         _not_run(
             v,
@@ -143,6 +146,17 @@ def _why(chain: Toolchain, text: str | None, project: Path) -> str:
         if message.startswith(header) and ": " in message:
             message = message.split(": ", 1)[1]
     return f"did not load: {message}"
+
+
+def _every_file(chain: Toolchain, problem: SuiteProblem | None) -> SuiteProblem:
+    """The problem of a suite none of whose test files loads, said as such."""
+    if problem is None:
+        return _problem(chain, "no test file loads")
+    message = problem.message
+    for header in ("ERROR collecting ", "An error occurred while loading ", "While loading "):
+        if message.startswith(header) and ": " in message:
+            message = message.split(": ", 1)[1]
+    return problem.model_copy(update={"message": f"no test file loads: {message}"})
 
 
 def _problem(chain: Toolchain, message: str, hint: str | None = None) -> SuiteProblem:

@@ -25,7 +25,10 @@ ruby-rspec
     RSpec (unless ``.rspec`` sets ``--pattern``): the mapping warns about it.
 
 python-pytest
-    ``src/`` layout when any ``src/**.py`` exists (everything under src/), else the flat layout:
+    ``tests/`` below stands for the project's test roots: pytest's ``testpaths`` when
+    configured, else whichever of ``tests/``, ``test/``, ``testing/`` exist (the first one takes
+    new tests). ``src/`` layout when any ``src/**.py`` exists (everything under src/), else the
+    flat layout:
     top-level packages (directories with ``__init__.py``) and top-level modules. Skipped: tests/,
     test/, docs/, migrations/, ``conftest.py``, ``setup.py``, ``manage.py``, ``noxfile.py``,
     ``test_*.py``/``*_test.py``, and
@@ -72,6 +75,7 @@ from tasks.discovery_rules import (
     other_numbers,
     project_suites,
     python_files_patterns,
+    python_test_roots,
     unloaded_test_files,
 )
 from tasks.errors import BadInputError
@@ -95,7 +99,7 @@ _RAILS_KINDS = {
     "helpers": SourceKind.HELPER,
 }
 _RAILS_SKIP = ("app/assets/", "app/views/", "app/javascript/", "app/channels/application_cable/")
-_PY_SKIP_DIRS = frozenset({"tests", "test", "docs", "doc", "migrations"})
+_PY_SKIP_DIRS = frozenset({"tests", "test", "testing", "docs", "doc", "migrations"})
 #: Top-level folders whose Ruby files are not sources (Rails', RSpec's and tooling's own).
 _RUBY_NOT_SOURCE = frozenset(
     {"config", "db", "spec", "test", "features", "bin", "script", "public", "vendor", "tmp"}
@@ -127,9 +131,8 @@ def detect_toolchain(repo: Path, override: str | None = None) -> ToolchainName:
             )
         return override  # type: ignore[return-value]
     ruby = (repo / "Gemfile").is_file() and (repo / "spec").is_dir()
-    python = (
-        any((repo / n).is_file() for n in ("pyproject.toml", "setup.cfg", "setup.py"))
-        and (repo / "tests").is_dir()
+    python = any((repo / n).is_file() for n in ("pyproject.toml", "setup.cfg", "setup.py")) and (
+        (repo / python_test_roots(repo)[0]).is_dir()
     )
     if ruby:
         if python:
@@ -139,7 +142,8 @@ def detect_toolchain(repo: Path, override: str | None = None) -> ToolchainName:
         return "python-pytest"
     raise BadInputError(
         f"{repo}: no toolchain detected (ruby-rspec needs Gemfile + spec/, python-pytest needs "
-        "pyproject.toml/setup.cfg/setup.py + tests/); set AUTOPILOT_TOOLCHAIN to override"
+        "pyproject.toml/setup.cfg/setup.py + tests/, or pytest's testpaths); set "
+        "AUTOPILOT_TOOLCHAIN to override"
     )
 
 
@@ -173,17 +177,17 @@ def map_repo(repo: Path, toolchain: str | None = None) -> Mapping:
     """
     chosen = detect_toolchain(repo, toolchain)
     files = list_files(repo)
-    patterns = python_files_patterns(repo) if chosen == "python-pytest" else DEFAULT_PYTHON_FILES
+    python = chosen == "python-pytest"
+    patterns = python_files_patterns(repo) if python else DEFAULT_PYTHON_FILES
+    roots = python_test_roots(repo) if python else ["spec"]
     sources = _discover(repo, chosen, files, patterns)
-    plans = [
-        _ruby_plan(s.path) if chosen == "ruby-rspec" else _python_plan(s.path) for s in sources
-    ]
+    plans = [_python_plan(s.path, roots) if python else _ruby_plan(s.path) for s in sources]
     specs = _spec_files(files, chosen, patterns)
-    if chosen == "python-pytest":
-        _python_expected(plans, files)
+    if python:
+        _python_expected(plans, files, roots[0])
     owners = _assign(plans, specs)
-    if chosen == "python-pytest":
-        project_suites(repo, [s.path for s in sources], specs, owners)
+    if python:
+        project_suites(repo, [s.path for s in sources], specs, owners, roots)
     mapped = [
         MappedFile(
             source=s.path,
@@ -197,7 +201,7 @@ def map_repo(repo: Path, toolchain: str | None = None) -> Mapping:
         toolchain=chosen,
         files=mapped,
         untested=[m.source for m in mapped if not m.specs],
-        warnings=unloaded_test_files(repo, chosen, files, specs),
+        warnings=unloaded_test_files(repo, chosen, files, specs, roots),
     )
 
 
@@ -407,7 +411,7 @@ def _ruby_plan(source: str) -> _Plan:
     return plan
 
 
-def _python_plan(source: str) -> _Plan:
+def _python_plan(source: str, roots: list[str] | None = None) -> _Plan:
     parts = PurePosixPath(source).with_suffix("").parts
     if parts[0] == "src":
         parts = parts[1:]
@@ -416,37 +420,39 @@ def _python_plan(source: str) -> _Plan:
         parts = parts[:-1]
     module, package = parts[-1], tuple(parts[:-1])
     plan = _Plan(source=source, expected="", module=module, package=package)
-    for start in range(len(package) + 1):
-        tail = package[start:]
-        score = (1, len(tail), 1)
-        folder = "".join(f"{p}/" for p in tail)
-        for name in (f"test_{module}.py", f"{module}_test.py"):
-            plan.exact.setdefault(f"tests/{folder}{name}", score)
-        plan.exact.setdefault(f"tests/test_{'_'.join((*tail, module))}.py", score)
-        for other in other_numbers(module):
-            plan.exact.setdefault(f"tests/{folder}test_{other}.py", (1, len(tail), 0))
-        if not is_init:
-            plan.dirs.setdefault(f"tests/{folder}{module}/", (0, len(tail), 1))
+    for root in roots or ["tests"]:
+        for start in range(len(package) + 1):
+            tail = package[start:]
+            score = (1, len(tail), 1)
+            folder = "".join(f"{p}/" for p in tail)
+            for name in (f"test_{module}.py", f"{module}_test.py"):
+                plan.exact.setdefault(f"{root}/{folder}{name}", score)
+            plan.exact.setdefault(f"{root}/test_{'_'.join((*tail, module))}.py", score)
+            for other in other_numbers(module):
+                plan.exact.setdefault(f"{root}/{folder}test_{other}.py", (1, len(tail), 0))
+            if not is_init:
+                plan.dirs.setdefault(f"{root}/{folder}{module}/", (0, len(tail), 1))
     return plan
 
 
-def _python_expected(plans: list[_Plan], files: list[str]) -> None:
-    """Fill in expected paths: mirrored when tests/ mirrors the package, unique per source."""
-    test_dirs = {str(PurePosixPath(f).parent) for f in files if f.startswith("tests/")}
+def _python_expected(plans: list[_Plan], files: list[str], root: str = "tests") -> None:
+    """Fill in expected paths: mirrored when the test root mirrors the package, unique per
+    source."""
+    test_dirs = {str(PurePosixPath(f).parent) for f in files if f.startswith(f"{root}/")}
     test_dirs |= {str(p) for d in list(test_dirs) for p in PurePosixPath(d).parents}
     for plan in plans:
-        plan.expected = f"tests/test_{plan.module}.py"
+        plan.expected = f"{root}/test_{plan.module}.py"
         for start in range(len(plan.package)):
-            if f"tests/{plan.package[start]}" in test_dirs:
+            if f"{root}/{plan.package[start]}" in test_dirs:
                 tail = "/".join(plan.package[start:])
-                plan.expected = f"tests/{tail}/test_{plan.module}.py"
+                plan.expected = f"{root}/{tail}/test_{plan.module}.py"
                 break
     taken: dict[str, list[_Plan]] = {}
     for plan in plans:
         taken.setdefault(plan.expected, []).append(plan)
     for clash in (group for group in taken.values() if len(group) > 1):
         for plan in clash:
-            plan.expected = f"tests/test_{'_'.join((*plan.package, plan.module))}.py"
+            plan.expected = f"{root}/test_{'_'.join((*plan.package, plan.module))}.py"
 
 
 def _assign(plans: Iterable[_Plan], specs: list[str]) -> dict[str, list[str]]:

@@ -26,9 +26,28 @@ def is_py_test(path: str, patterns: tuple[str, ...] = DEFAULT_PYTHON_FILES) -> b
 
 
 def python_files_patterns(repo: Path) -> tuple[str, ...]:
-    """pytest's ``python_files`` for the project: from pytest.ini, pyproject.toml,
-    tox.ini or setup.cfg (the first that configures pytest, as pytest looks), else the
+    """pytest's ``python_files`` for the project (see :func:`pytest_option`), else the
     default ``test_*.py *_test.py``."""
+    return tuple(pytest_option(repo, "python_files")) or DEFAULT_PYTHON_FILES
+
+
+def python_test_roots(repo: Path) -> list[str]:
+    """The directories the project's tests live in: pytest's ``testpaths`` (directories
+    inside the project), else those of ``tests/``, ``test/``, ``testing/`` that exist, else
+    ``tests``."""
+    roots: list[str] = []
+    for entry in pytest_option(repo, "testpaths"):
+        rel = PurePosixPath(entry.strip("/"))
+        if rel.parts and ".." not in rel.parts and (repo / rel).is_dir():
+            roots.append(rel.as_posix())
+    roots = roots or [d for d in ("tests", "test", "testing") if (repo / d).is_dir()]
+    return list(dict.fromkeys(roots)) or ["tests"]
+
+
+def pytest_option(repo: Path, key: str) -> list[str]:
+    """A list option of the project's pytest configuration (``python_files``,
+    ``testpaths``), from the first of pytest.ini, pyproject.toml, tox.ini and setup.cfg that
+    configures pytest (pytest's own order); [] when unset."""
     for name, section in (
         ("pytest.ini", "pytest"),
         ("pyproject.toml", ""),
@@ -38,21 +57,18 @@ def python_files_patterns(repo: Path) -> tuple[str, ...]:
         path = repo / name
         if not path.is_file():
             continue
-        value = _ini_value(path, section) if section else _pyproject_value(path)
+        value = _ini_value(path, section, key) if section else _pyproject_value(path, key)
         if value is _UNSET:
             continue
         items = value.split() if isinstance(value, str) else value
-        found = (
-            tuple(v for v in items if isinstance(v, str) and v) if isinstance(items, list) else ()
-        )
-        return found or DEFAULT_PYTHON_FILES
-    return DEFAULT_PYTHON_FILES
+        return [v for v in items if isinstance(v, str) and v] if isinstance(items, list) else []
+    return []
 
 
 _UNSET: object = object()
 
 
-def _ini_value(path: Path, section: str) -> object:
+def _ini_value(path: Path, section: str, key: str) -> object:
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read(path, encoding="utf-8")
@@ -60,10 +76,10 @@ def _ini_value(path: Path, section: str) -> object:
         return _UNSET
     if not parser.has_section(section):
         return _UNSET
-    return parser.get(section, "python_files", fallback=None)
+    return parser.get(section, key, fallback=None)
 
 
-def _pyproject_value(path: Path) -> object:
+def _pyproject_value(path: Path, key: str) -> object:
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)
@@ -72,7 +88,7 @@ def _pyproject_value(path: Path) -> object:
     options = data.get("tool", {}).get("pytest", {}).get("ini_options")
     if not isinstance(options, dict):
         return _UNSET
-    return options.get("python_files")
+    return options.get(key)
 
 
 def other_numbers(word: str) -> list[str]:
@@ -131,7 +147,11 @@ def _defines(repo: Path, source: str, name: str) -> bool:
 
 
 def project_suites(
-    repo: Path, sources: list[str], specs: list[str], owners: dict[str, list[str]]
+    repo: Path,
+    sources: list[str],
+    specs: list[str],
+    owners: dict[str, list[str]],
+    roots: list[str] | None = None,
 ) -> None:
     """Give each unowned ``tests/test_<project>.py`` to what it most likely tests (see the
     module docstring); `owners` is changed in place."""
@@ -140,7 +160,8 @@ def project_suites(
     for spec in specs:
         stem = PurePosixPath(spec).stem
         name = _norm(stem.removeprefix("test_").removesuffix("_test"))
-        if spec in owned or name not in names or not spec.startswith("tests/"):
+        in_root = spec.startswith(tuple(f"{r}/" for r in roots or ["tests"]))
+        if spec in owned or name not in names or not in_root:
             continue
         prefix = names[name]
         members = [s for s in sources if s.startswith(prefix)]
@@ -152,13 +173,17 @@ def project_suites(
 
 
 def unloaded_test_files(
-    repo: Path, toolchain: ToolchainName, files: list[str], specs: list[str]
+    repo: Path,
+    toolchain: ToolchainName,
+    files: list[str],
+    specs: list[str],
+    roots: list[str] | None = None,
 ) -> list[str]:
     """Warnings for files that hold tests the framework will never run (wrong file name)."""
     taken = set(specs)
     warnings: list[str] = []
     for path in files:
-        if path in taken or not _in_test_tree(path, toolchain):
+        if path in taken or not _in_test_tree(path, toolchain, roots or ["tests", "test"]):
             continue
         if toolchain == "ruby-rspec":
             if not path.endswith(".rb") or _rspec_pattern_set(repo):
@@ -177,13 +202,14 @@ def unloaded_test_files(
     return warnings
 
 
-def _in_test_tree(path: str, toolchain: ToolchainName) -> bool:
+def _in_test_tree(path: str, toolchain: ToolchainName, roots: list[str]) -> bool:
     parts = PurePosixPath(path).parts
     if toolchain == "ruby-rspec":
         support = {"support", "factories", "fixtures", "shared_examples", "shared_contexts"}
         return parts[0] == "spec" and len(parts) > 1 and not support.intersection(parts)
     name = parts[-1]
-    return parts[0] in ("tests", "test") and name not in ("conftest.py", "__init__.py")
+    inside = any(path.startswith(f"{root}/") for root in roots)
+    return inside and name not in ("conftest.py", "__init__.py")
 
 
 def _rspec_pattern_set(repo: Path) -> bool:

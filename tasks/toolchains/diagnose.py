@@ -40,6 +40,9 @@ _BUNDLER = (
     re.compile(r"(?P<msg>Bundler::\w+Error.*)"),
     re.compile(r"(?P<msg>The gemspecs? for .* (?:could not|was not) .*)"),
 )
+_LOADING_HEADER = re.compile(
+    r"(?:An error occurred while loading|While loading) \S+?(?=\.?(?:\s|$))"
+)
 _RUBY_LOAD = re.compile(r"cannot load such file -- (?P<name>\S+)")
 _RUBY_ERROR = re.compile(r"^\s*(?P<type>[A-Z][\w:]*(?:Error|Exception)):?\s*(?P<msg>.*)$")
 
@@ -93,9 +96,9 @@ def diagnose_pytest(
             tool="pytest",
             cause="environment",
             message=usage.group(1).strip(),
-            hint="an option of the project's pytest configuration needs a plugin the "
-            f"interpreter {python} lacks: set `python` in autopilot.toml to the project's "
-            "interpreter, or install the plugin there",
+            hint=f"a plugin the project's pytest configuration needs is missing from {python}: "
+            "set `python` in autopilot.toml to the project's interpreter, or install the "
+            "plugin there",
             detail=detail,
         )
     missing_tool = re.search(r"No module named (?:'?)(pytest|coverage)\b", text)
@@ -187,10 +190,8 @@ def diagnose_rspec(
             detail=detail,
         )
     file, line = _innermost_repo_frame(text, repo)
-    loading = next(
-        (ln.strip() for ln in lines if ln.strip().startswith("An error occurred while loading")),
-        None,
-    )
+    headers = (_LOADING_HEADER.match(ln.strip()) for ln in lines)
+    loading = next((m.group(0) for m in headers if m is not None), None)
     error = None
     error_message = ""
     for index, ln in enumerate(lines):
@@ -238,7 +239,12 @@ def relative_to_repo(text: str, repo: Path) -> str:
     return text
 
 
+_INSPECT = re.compile(r"#<(?P<cls>[A-Z][\w:]*)(?::0x[0-9a-f]+)?[ ,@][^\n]{40,}")
+
+
 def _squash(text: str, limit: int = 400) -> str:
-    """One line: whitespace runs folded, at most `limit` characters (head kept)."""
+    """One line: whitespace runs folded, Ruby's long object inspections cut to their class,
+    at most `limit` characters (head kept)."""
+    text = _INSPECT.sub(lambda m: f"#<{m.group('cls')} ...>", text)
     one = re.sub(r"\s+", " ", text).strip()
     return one if len(one) <= limit else one[: limit - 3] + "..."
