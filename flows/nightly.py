@@ -37,7 +37,7 @@ from prefect.futures import as_completed
 from flows.audit import artifact_key, check_specs, map_sources, run_name
 from flows.runtime import with_shared_model_limit
 from tasks.archive import open_archive
-from tasks.audit import build_report
+from tasks.audit import suite_report
 from tasks.baseline import run_baseline
 from tasks.charts import archive_quality_chart
 from tasks.config import Settings, load_settings
@@ -231,19 +231,15 @@ def nightly(
             suite = baseline_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
             specs = sorted({s for f in mapping.files for s in f.specs} | set(suite.broken))
             static = check_specs(project, specs)
-            baseline = build_report(
+            baseline = suite_report(
                 repo=str(path),
                 commit=commit,
                 mapping=mapping,
-                suite=suite.validation,
-                coverage=suite.files,
-                broken_specs=suite.broken,
+                suite=suite,
+                project=project,
                 lint=[],
                 static=static,
-                tested_by=suite.tested_by,
-                project=project,
             )
-            baseline.prepared = suite.prepared
             baseline_error = None if suite.ran else _baseline_error(suite)
             log.info(
                 "baseline of %s: %d files, %d untested, line coverage %.1f%%",

@@ -68,7 +68,7 @@ if a is None:
     sys.exit(0)
 s, t, suite = a["summary"], a["summary"]["tests"], a["suite"]
 if suite["ran"]:
-    print(f"  suite ran: {t['total']} tests ({t['passed']} passed, {t['failed']} failed, "
+    print(f"  suite ran: {t['tests']} tests ({t['passed']} passed, {t['failed']} failed, "
           f"{t['errors']} errors, {t['skipped']} skipped)")
 else:
     p = suite["problem"] or {}

@@ -17,12 +17,13 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from tasks.baseline import isolate_culprits, specs_failing_to_load
-from tasks.toolchains.base import relative_path
+from tasks.toolchains.base import SuiteResult, relative_path
 from tasks.types import (
     FileCoverage,
     Finding,
     LintOffense,
     Mapping,
+    RunSummary,
     SourceKind,
     StaticVerdict,
     SuiteProblem,
@@ -36,40 +37,16 @@ __all__ = [
     "AuditReport",
     "AuditSummary",
     "SuiteStatus",
-    "TestCounts",
     "build_report",
     "isolate_culprits",
     "markdown_summary",
     "spec_outcomes",
     "specs_failing_to_load",
+    "suite_report",
     "table_rows",
 ]
 
 FileStatus = Literal["tested", "untested", "failing"]
-
-
-class TestCounts(BaseModel):
-    """Tests (examples) by outcome."""
-
-    __test__ = False  # not a pytest test class
-
-    total: int = 0
-    passed: int = 0
-    failed: int = 0
-    errors: int = 0
-    skipped: int = 0
-
-    @classmethod
-    def of(cls, cases: Iterable[TestCaseResult]) -> TestCounts:
-        """Count `cases` by status."""
-        counts = cls()
-        for case in cases:
-            counts.total += 1
-            if case.status == "error":
-                counts.errors += 1
-            else:
-                setattr(counts, case.status, getattr(counts, case.status) + 1)
-        return counts
 
 
 class AuditFile(BaseModel):
@@ -89,7 +66,7 @@ class AuditFile(BaseModel):
         default_factory=list,
         description="Other test files that ran this file's function bodies (evidence)",
     )
-    tests: TestCounts = Field(default_factory=TestCounts, description="Tests of its specs")
+    tests: RunSummary = Field(default_factory=RunSummary, description="Tests of its specs")
 
 
 class AuditSummary(BaseModel):
@@ -99,7 +76,9 @@ class AuditSummary(BaseModel):
     specs_passing: int
     specs_failing: int
     specs_not_run: int = Field(0, description="Test files from which no test ran")
-    tests: TestCounts = Field(default_factory=TestCounts)
+    tests: RunSummary = Field(
+        default_factory=RunSummary, description="Tests by outcome (as `autopilot parse` counts)"
+    )
 
 
 class SuiteStatus(BaseModel):
@@ -237,7 +216,7 @@ def build_report(
                 lint_offenses=sum(lint_by_path[s] for s in mf.specs),
                 reason="; ".join(reasons) or None,
                 covered_by=evidence,
-                tests=TestCounts.of(ex for s in mf.specs for ex in by_spec.get(s, [])),
+                tests=RunSummary.of([ex for s in mf.specs for ex in by_spec.get(s, [])]),
             )
         )
     all_specs = set(outcomes) | {s for mf in mapping.files for s in mf.specs}
@@ -252,7 +231,7 @@ def build_report(
             specs_passing=sum(1 for s in all_specs if outcomes.get(s) is True),
             specs_failing=sum(1 for s in all_specs if outcomes.get(s) is False),
             specs_not_run=sum(1 for s in all_specs if s not in outcomes),
-            tests=TestCounts.of(suite.examples),
+            tests=RunSummary.of(suite.examples),
         ),
         files=files,
         suite=SuiteStatus(
@@ -260,6 +239,36 @@ def build_report(
         ),
         warnings=list(mapping.warnings),
     )
+
+
+def suite_report(
+    *,
+    repo: str,
+    commit: str,
+    mapping: Mapping,
+    suite: SuiteResult,
+    project: Path,
+    lint: list[LintOffense],
+    static: dict[str, StaticVerdict],
+    errors: Iterable[str] = (),
+) -> AuditReport:
+    """:func:`build_report` from a baseline run (tasks/baseline.py), with what the run prepared
+    in the worktree and the tools that failed."""
+    report = build_report(
+        repo=repo,
+        commit=commit,
+        mapping=mapping,
+        suite=suite.validation,
+        coverage=suite.files,
+        broken_specs=suite.broken,
+        lint=lint,
+        static=static,
+        tested_by=suite.tested_by,
+        project=project,
+    )
+    report.prepared = list(suite.prepared)
+    report.errors = list(errors)
+    return report
 
 
 def table_rows(report: AuditReport) -> list[dict[str, object]]:
@@ -274,7 +283,7 @@ def table_rows(report: AuditReport) -> list[dict[str, object]]:
             "findings": len(f.findings),
             "lint": f.lint_offenses,
             "specs": ", ".join(f.specs),
-            "tests": f"{f.tests.passed}/{f.tests.total}",
+            "tests": f"{f.tests.passed}/{f.tests.tests}",
             "covered_by": ", ".join(f.covered_by),
         }
         for f in report.files
@@ -296,7 +305,7 @@ def markdown_summary(report: AuditReport) -> str:
         f"- line coverage: **{s.line_coverage:.1%}**",
         f"- spec files passing: **{s.specs_passing}**, failing: **{s.specs_failing}**, "
         f"no test ran: **{s.specs_not_run}**",
-        f"- tests: **{t.total}** ({t.passed} passed, {t.failed} failed, {t.errors} errors, "
+        f"- tests: **{t.tests}** ({t.passed} passed, {t.failed} failed, {t.errors} errors, "
         f"{t.skipped} skipped)",
     ]
     if not report.suite.ran:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from judge.static import check_file
-from tasks.audit import AuditReport, build_report
+from tasks.audit import AuditReport, suite_report
 from tasks.baseline import run_baseline
 from tasks.config import load_settings
 from tasks.discovery import list_specs, map_repo
@@ -126,18 +126,14 @@ def audit_repo(repo: Path, ref: str = "HEAD", steps: AuditSteps | None = None) -
             log.info("linting and checking %d test files", len(specs))
             lint, errors = steps.lint(project, chain, specs, runner)
         static = steps.static(project, specs)
-        report = build_report(
+        report = suite_report(
             repo=str(path),
             commit=commit,
             mapping=mapping,
-            suite=suite.validation,
-            coverage=suite.files,
-            broken_specs=suite.broken,
+            suite=suite,
+            project=project,
             lint=lint,
             static=static,
-            tested_by=suite.tested_by,
-            project=project,
+            errors=errors,
         )
-    report.prepared = suite.prepared
-    report.errors = errors
     return report

@@ -263,14 +263,14 @@ def test_specs_are_counted_once_whatever_path_form_the_report_uses(tmp_path: Pat
     )
     s = report.summary
     assert (s.specs_passing, s.specs_failing, s.specs_not_run) == (1, 1, 0)
-    assert s.tests.model_dump() == {
-        "total": 2,
+    assert s.tests.model_dump(exclude={"duration"}) == {
+        "tests": 2,
         "passed": 1,
         "failed": 0,
         "errors": 0,
         "skipped": 1,
     }
-    assert report.files[0].tests.total == 2 and report.files[0].status == "tested"
+    assert report.files[0].tests.tests == 2 and report.files[0].status == "tested"
 
 
 def test_evidence_makes_a_source_tested_whatever_the_names() -> None:

@@ -46,7 +46,7 @@ def _print_table(report: AuditReport) -> None:
     console.print(
         f"{s.files} files, {s.untested} untested, line coverage {s.line_coverage:.1%}, "
         f"spec files passing {s.specs_passing}, failing {s.specs_failing}, "
-        f"no test ran {s.specs_not_run}; tests {t.total}: {t.passed} passed, {t.failed} failed, "
+        f"no test ran {s.specs_not_run}; tests {t.tests}: {t.passed} passed, {t.failed} failed, "
         f"{t.errors} errors, {t.skipped} skipped",
         markup=False,
     )

@@ -24,6 +24,7 @@ from tasks.types import (
     CommandResult,
     FileCoverage,
     LintOffense,
+    SuiteProblem,
     ToolchainName,
     ValidationResult,
 )
@@ -236,6 +237,22 @@ class Toolchain(ABC):
 
         Returns the offences that remain. Raises ToolchainError when the linter itself fails.
         """
+
+
+def not_run(
+    toolchain: ToolchainName, specs: list[str], target: str | None, tool: str, message: str
+) -> SuiteResult:
+    """A run that never started because of the environment (e.g. a prepare command failed)."""
+    problem = SuiteProblem(tool=tool, cause="environment", message=message)
+    result = ValidationResult(
+        toolchain=toolchain,
+        loaded=False,
+        load_error=message,
+        specs=list(specs),
+        target=target,
+        problem=problem,
+    )
+    return SuiteResult(validation=result)
 
 
 def scratch_dir(repo: Path) -> Path:

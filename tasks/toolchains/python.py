@@ -51,6 +51,7 @@ from tasks.toolchains.base import (
     copy_resource,
     join_messages,
     keep_reports,
+    not_run,
     relative_path,
     remove_scratch,
     scratch_dir,
@@ -142,7 +143,9 @@ def run_tests(
             try:
                 prepared += chain.prepare_worktree(repo, runner, env)
             except ToolchainError as exc:
-                return _not_run(repo, specs, target, "prepare", str(exc), prepared)
+                done = not_run("python-pytest", specs, target, "prepare", str(exc))
+                done.prepared = prepared
+                return done
         data_file = run_dir / ".coverage"
         xml_out = run_dir / "junit.xml"
         measure = [
@@ -188,21 +191,6 @@ def run_tests(
         return suite
     finally:
         remove_scratch(run_dir)
-
-
-def _not_run(
-    repo: Path, specs: list[str], target: str | None, tool: str, message: str, prepared: list[str]
-) -> SuiteResult:
-    problem = SuiteProblem(tool=tool, cause="environment", message=message)
-    result = ValidationResult(
-        toolchain="python-pytest",
-        loaded=False,
-        load_error=message,
-        specs=list(specs),
-        target=target,
-        problem=problem,
-    )
-    return SuiteResult(validation=result, prepared=prepared)
 
 
 def _read_status(path: Path) -> dict[str, Any] | None:

@@ -37,6 +37,7 @@ from tasks.toolchains.base import (
     copy_resource,
     join_messages,
     keep_reports,
+    not_run,
     relative_path,
     remove_scratch,
     scratch_dir,
@@ -155,7 +156,7 @@ def run_tests(
             try:
                 prepared = chain.prepare_worktree(repo, runner, {"RAILS_ENV": "test"})
             except ToolchainError as exc:
-                return _not_run(specs, target, str(exc))
+                return not_run("ruby-rspec", specs, target, "prepare", str(exc))
         argv = rspec_argv(repo, specs_run, json_out, requires)
         cmd = runner.run(argv, cwd=repo, env=env, timeout_s=timeout_s)
         result = parse_rspec_run(repo, json_out, cmd)
@@ -175,19 +176,6 @@ def run_tests(
         return suite
     finally:
         remove_scratch(run_dir)
-
-
-def _not_run(specs: list[str], target: str | None, message: str) -> SuiteResult:
-    problem = SuiteProblem(tool="prepare", cause="environment", message=message)
-    result = ValidationResult(
-        toolchain="ruby-rspec",
-        loaded=False,
-        load_error=message,
-        specs=list(specs),
-        target=target,
-        problem=problem,
-    )
-    return SuiteResult(validation=result)
 
 
 _LOADING = re.compile(r"An error occurred while loading (?:\./)?(?P<path>\S+?_spec\.rb)")
