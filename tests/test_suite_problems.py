@@ -13,7 +13,7 @@ import pytest
 
 from tasks.audit import build_report
 from tasks.baseline import run_baseline, specs_failing_to_load
-from tasks.toolchains import get_toolchain
+from tasks.toolchains import ToolchainError, get_toolchain
 from tasks.toolchains.diagnose import diagnose_pytest, diagnose_rspec
 from tasks.toolchains.rubylint import lint_command, lint_error
 from tasks.types import (
@@ -332,3 +332,61 @@ def test_a_suite_that_collects_nothing_from_its_test_files_did_not_run(tmp_path:
     assert suite.ran is False
     assert suite.validation.problem is not None
     assert suite.validation.problem.message == "ran no test from 1 test files"
+
+
+def test_a_ruff_configuration_ruff_cannot_read_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "ruff.toml").write_text('line-length = "wide"\n')
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    with pytest.raises(ToolchainError) as err:
+        get_toolchain("python-pytest").lint(tmp_path, ["test_a.py"], False, SubprocessRunner())
+    assert str(err.value) == (
+        "ruff: Failed to load configuration `ruff.toml`: TOML parse error at line 1, column 15: "
+        'invalid type: string "wide", expected i64 (ruff follows the project\'s ruff '
+        "configuration: fix it, or lint with a ruff that reads it)"
+    )
+
+
+@pytest.mark.slow
+def test_an_unreachable_prefect_server_is_one_line(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    repo = _pyrepo(tmp_path, {"test_a.py": "def test_a():\n    pass\n"})
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "x"],
+        cwd=repo,
+        check=True,
+    )
+    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api"}
+    autopilot = str(Path(sys.executable).with_name("autopilot"))
+    done = subprocess.run(
+        [autopilot, "audit", "--repo", str(repo)], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(
+        "autopilot: error: cannot reach the Prefect server at http://127.0.0.1:9"
+    )
+
+
+def test_fewer_tests_reported_than_collected_is_not_a_run(tmp_path: Path) -> None:
+    from tasks.toolchains.python import parse_pytest_run
+
+    xml = tmp_path / "junit.xml"
+    xml.write_text(
+        '<testsuites><testsuite name="pytest" tests="1">'
+        '<testcase classname="tests.test_a" name="test_a" file="tests/test_a.py" line="0"/>'
+        "</testsuite></testsuites>"
+    )
+    cmd = CommandResult(argv=["pytest"], exit_code=0, stdout="1 passed")
+    status = {"collected": 3, "reported": 1, "exitstatus": 0, "rootdir": str(tmp_path)}
+    result = parse_pytest_run(tmp_path, xml, cmd, status=status)
+    assert result.loaded is False and result.problem is not None
+    assert result.problem.message == "pytest collected 3 tests but reported 1"
+    # A run stopped by a failure (-x, --maxfail) reports fewer tests, and that is a run.
+    failed = xml.read_text().replace("/>", '><failure message="boom"/></testcase>', 1)
+    xml.write_text(failed)
+    stopped = parse_pytest_run(tmp_path, xml, cmd, status={**status, "stopped": "-x"})
+    assert stopped.loaded is True and stopped.examples[0].status == "failed"

@@ -80,12 +80,24 @@ def run(repo: Path, ref: str, json_out: bool, verbose: bool | int = False) -> in
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)
         return 2
-    if os.environ.get("PREFECT_API_URL"):
+    if api := os.environ.get("PREFECT_API_URL"):
+        import httpx
+
         from flows.audit import audit
         from flows.runtime import flow_runtime
 
-        with flow_runtime(bool(verbose)):
-            report = audit(repo=str(repo), ref=ref)
+        try:
+            with flow_runtime(verbose):
+                report = audit(repo=str(repo), ref=ref)
+        except (httpx.TransportError, RuntimeError) as exc:
+            if isinstance(exc, RuntimeError) and "Failed to reach API" not in str(exc):
+                raise
+            print(
+                f"autopilot: error: cannot reach the Prefect server at {api} ({exc}); unset "
+                "PREFECT_API_URL to audit without Prefect",
+                file=sys.stderr,
+            )
+            return 2
     else:
         from tasks.audit_run import audit_repo
 

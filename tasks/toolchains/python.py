@@ -30,6 +30,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ from tasks.toolchains.base import (
     scratch_dir,
     tail,
 )
-from tasks.toolchains.diagnose import diagnose_pytest
+from tasks.toolchains.diagnose import diagnose_pytest, relative_to_repo
 from tasks.toolchains.pyenv import isolated_python
 from tasks.toolchains.pylayout import package_roots, project_packages, write_version_files
 from tasks.types import (
@@ -435,9 +436,26 @@ def lint(
         argv.append("--fix")
     cmd = runner.run([*argv, "--", *files], cwd=repo, env=_ENV, timeout_s=LINT_TIMEOUT_S)
     if cmd.reason or cmd.exit_code not in (0, 1):
-        why = cmd.reason or f"exit {cmd.exit_code}"
-        raise ToolchainError(f"ruff on {', '.join(files)}: {why}: {tail(cmd.stderr, 500)}")
+        why = (
+            cmd.reason or ruff_error(relative_to_repo(cmd.stderr, repo)) or f"exit {cmd.exit_code}"
+        )
+        raise ToolchainError(
+            f"ruff: {why} (ruff follows the project's ruff configuration: fix it, or lint "
+            "with a ruff that reads it)"
+        )
     return parse_ruff_json(cmd.stdout, repo)
+
+
+def ruff_error(stderr: str) -> str:
+    """ruff's own account of a failure, in one line: its ``Cause:`` lines (the last is the
+    most specific) or its first line."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    causes = [ln.removeprefix("Cause:").strip() for ln in lines if ln.startswith("Cause:")]
+    if causes:
+        detail = next((ln for ln in lines if not re.match(r"(Cause:|\||\d+ \||ruff )", ln)), "")
+        parts = [causes[0], causes[-1], detail] if len(causes) > 1 else [causes[0], detail]
+        return ": ".join(p for p in dict.fromkeys(parts) if p)
+    return lines[0] if lines else ""
 
 
 def parse_ruff_json(text: str, repo: Path) -> list[LintOffense]:
