@@ -181,3 +181,19 @@ def test_a_gemfile_bundler_cannot_parse_is_a_suite_that_did_not_run(tmp_path: Pa
     assert doc["suite"]["problem"]["tool"] == "bundler"
     assert doc["suite"]["problem"]["cause"] == "environment"
     assert doc["summary"]["specs_passing"] == 0 and doc["summary"]["line_coverage"] == 0
+
+
+@pytest.mark.slow
+def test_a_spec_that_exits_while_loading_is_set_aside_and_the_rest_runs(tmp_path: Path) -> None:
+    # rspec-rails does this for a system spec when capybara is missing: RSpec quits at once,
+    # leaving an empty JSON report.
+    aborting = (
+        '# frozen_string_literal: true\n\nrequire "rails_helper"\n\n'
+        'abort("LoadError: cannot load such file -- capybara")\n'
+    )
+    repo = _shop(tmp_path, {"spec/system/browse_spec.rb": aborting})
+    report = audit_repo(repo)
+    assert report.suite.ran, report.suite.problem
+    assert list(report.suite.set_aside) == ["spec/system/browse_spec.rb"]
+    assert report.suite.set_aside["spec/system/browse_spec.rb"].startswith("did not load")
+    assert report.summary.tests.passed > 0

@@ -250,9 +250,7 @@ def parse_rspec_run(repo: Path, json_out: Path, cmd: CommandResult) -> Validatio
             )
         else:
             base.problem = diagnose_rspec(cmd.stdout + "\n" + cmd.stderr, cmd.exit_code, repo)
-            if base.problem.error_type is None and not base.problem.message.startswith(
-                "An error occurred"
-            ):
+            if base.problem.message.startswith("rspec exited"):  # nothing more telling found
                 base.problem.message = why
             why = base.problem.message
         base.load_error = f"rspec exited {cmd.exit_code}: {why}\n{output}".strip()
