@@ -18,8 +18,9 @@ ruby-rspec
     ``spec/<folder>/x_spec.rb``; ``lib/x/y.rb`` ->
     ``spec/lib/x/y_spec.rb`` (``spec/x/y_spec.rb``, the gem layout, also counts); a controller
     ``app/controllers/admin/users_controller.rb`` -> ``spec/requests/admin/users_spec.rb``, with
-    ``spec/requests/admin/users_controller_spec.rb`` and
-    ``spec/controllers/admin/users_controller_spec.rb`` also counting. Every ``*_spec.rb`` below
+    ``spec/requests/admin/users_controller_spec.rb``,
+    ``spec/controllers/admin/users_controller_spec.rb`` and the flattened
+    ``spec/requests/admin_users_spec.rb`` also counting. Every ``*_spec.rb`` below
     the spec's stem directory (``spec/models/user/**/*_spec.rb``) belongs to the source too.
     A file under spec/ that holds examples but lacks the ``_spec.rb`` suffix is never loaded by
     RSpec (unless ``.rspec`` sets ``--pattern``): the mapping warns about it.
@@ -402,6 +403,8 @@ def _ruby_plan(source: str) -> _Plan:
         rest = "/".join(parts[2:])
         short = rest.removesuffix("_controller")
         stems = [f"spec/requests/{short}", f"spec/requests/{rest}", f"spec/controllers/{rest}"]
+        if "/" in short:  # a namespace flattened into the name: spec/requests/admin_users_spec.rb
+            stems.append(f"spec/requests/{short.replace('/', '_')}")
     else:
         stems = ["spec/" + "/".join(parts[1:])]
     plan = _Plan(source=source, expected=f"{stems[0]}_spec.rb")

@@ -210,6 +210,8 @@ def test_ruby_sources_in_any_app_folder_and_misnamed_specs(tmp_path: Path) -> No
             "Gemfile": "",
             "app/models/user.rb": "",
             "app/lib/tokens.rb": "",
+            "app/controllers/private/posts_controller.rb": "",
+            "spec/requests/private_posts_spec.rb": "",
             "extras/importer.rb": "",
             "engines/billing/lib/billing.rb": "",
             "config/initializers/x.rb": "",
@@ -224,6 +226,8 @@ def test_ruby_sources_in_any_app_folder_and_misnamed_specs(tmp_path: Path) -> No
     mapping = map_repo(repo)
     got = {f.source: f.specs for f in mapping.files}
     assert got == {
+        # The namespace flattened into the request spec's name.
+        "app/controllers/private/posts_controller.rb": ["spec/requests/private_posts_spec.rb"],
         "app/lib/tokens.rb": [],
         "app/models/user.rb": [],
         "engines/billing/lib/billing.rb": [],

@@ -138,6 +138,20 @@ def test_bundler_refusing_the_gemfile_is_one_line() -> None:
     assert problem.message.endswith("(Gemfile:7)")
 
 
+def test_a_ruby_the_gemfile_does_not_accept_says_which_ruby_to_use() -> None:
+    output = (
+        "Your Ruby version is 3.1.2, but your Gemfile specified 3.0.1 "
+        "(Bundler::RubyVersionMismatch)\n"
+    )
+    problem = diagnose_rspec(output, 18, Path("/tmp/wt"))
+    assert (problem.tool, problem.cause) == ("bundler", "environment")
+    assert problem.one_line() == (
+        "bundler: Your Ruby version is 3.1.2, but your Gemfile specified 3.0.1 "
+        "(Bundler::RubyVersionMismatch) (the tests run with Ruby 3.1.2: run them with Ruby "
+        "3.0.1, or relax the Gemfile's `ruby` line)"
+    )
+
+
 def test_a_missing_gem_in_the_spec_helper_is_the_environments_problem(tmp_path: Path) -> None:
     problem = diagnose_rspec("", 1, tmp_path, [RSPEC_HELPER])
     assert problem.cause == "environment"
@@ -145,7 +159,9 @@ def test_a_missing_gem_in_the_spec_helper_is_the_environments_problem(tmp_path: 
         "An error occurred while loading rails_helper: LoadError: cannot load such file -- "
         "paper_trail"
     )
-    assert problem.hint is not None and "paper_trail" in problem.hint
+    assert problem.hint == (
+        "paper_trail is not installed for this Ruby: add the paper_trail gem to the bundle"
+    )
 
 
 def test_a_syntax_error_in_the_app_is_the_projects_problem() -> None:

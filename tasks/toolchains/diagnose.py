@@ -178,6 +178,7 @@ def diagnose_rspec(
     bundler = _first(_BUNDLER, lines)
     if bundler is not None:
         message = bundler.group("msg").strip() or bundler.group(0)
+        versions = re.search(r"Your Ruby version is (\S+), but your Gemfile specified (\S+)", text)
         where = re.search(r"#\s+from (?P<file>\S+?):(?P<line>\d+)", text)
         if where:
             message += f" ({relative_to_repo(where.group('file'), repo)}:{where.group('line')})"
@@ -185,7 +186,12 @@ def diagnose_rspec(
             tool="bundler",
             cause="environment",
             message=_squash(relative_to_repo(message, repo)),
-            hint="Bundler cannot set up the project's gems: fix the Gemfile or install the "
+            hint=(
+                f"the tests run with Ruby {versions.group(1)}: run them with Ruby "
+                f"{versions.group(2)}, or relax the Gemfile's `ruby` line"
+            )
+            if versions
+            else "Bundler cannot set up the project's gems: fix the Gemfile or install the "
             "bundle (`bundle install`) for the Ruby that runs the tests",
             detail=detail,
         )
@@ -215,7 +221,8 @@ def diagnose_rspec(
         cause = "project" if inside else "environment"
         message = message or f"LoadError: cannot load such file -- {name}"
         if not inside:
-            hint = f"{name} is not installed for this Ruby: add its gem to the bundle"
+            gem = name.split("/", 1)[0]
+            hint = f"{name} is not installed for this Ruby: add the {gem} gem to the bundle"
     if message is None:
         message = loading or f"rspec exited {exit_code} before running any example"
     elif loading:
