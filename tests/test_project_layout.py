@@ -131,6 +131,38 @@ def test_the_isolated_interpreter_has_pytest_and_coverage_and_nothing_else(tmp_p
     assert done.stdout.split() == ["pytest", "coverage", "pluggy"]
 
 
+@pytest.mark.slow
+def test_the_isolated_interpreter_needs_nothing_of_autopilots_installation(
+    tmp_path: Path,
+) -> None:
+    """Self-contained: a sandbox that shows the system, the base interpreter and the
+    environment's own directory, and not Autopilot's venv, runs pytest with coverage."""
+    import os
+    import shutil
+    import sys
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bwrap not installed")
+    env = isolated_python(tmp_path / "home").parent.parent
+    assert not any(p.is_symlink() for p in (env / "lib").rglob("*"))
+    base = os.path.realpath(sys.base_prefix)
+    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--dev", "/dev", "--proc", "/proc"]
+    for system in ("/usr", "/bin", "/lib", "/lib64", "/etc"):
+        if os.path.exists(system):
+            argv += ["--ro-bind", system, system]
+    argv += ["--tmpfs", "/tmp", "--ro-bind", base, base, "--ro-bind", str(env), str(env)]
+    assert not sys.prefix.startswith((str(env), base))  # Autopilot's venv stays hidden
+    code = "import pytest, coverage, sys; print(pytest.__version__, sys.prefix)"
+    done = subprocess.run(
+        [*argv, "--", str(env / "bin" / "python"), "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[1] == str(env)
+
+
 def test_function_bodies_are_what_counts_as_evidence(tmp_path: Path) -> None:
     py = "import os\n\nX = 1\n\n\ndef f(a):\n    if a:\n        return 1\n    return 2\n"
     assert python_body_lines(py) == {7, 8, 9}

@@ -4,8 +4,10 @@ A project without an environment of its own runs with Autopilot's Python, but ne
 Autopilot's site-packages: a project that imports ``rich`` or ``typer`` (or is called that) must
 not be satisfied by the copies Autopilot depends on. :func:`isolated_python` builds, once per
 version of the tools, a virtual environment holding nothing but pytest, coverage and what they
-need, as symbolic links into Autopilot's own installation: the project's code and a minimal test
-set only.
+need: the project's code and a minimal test set only. Its files are hard links to Autopilot's
+installed ones (copies across file systems), never symbolic links: the environment is
+self-contained, so a sandbox that shows only the environment's own directory and its base
+interpreter (bwrap deny-by-default, a docker mount of the interpreter's prefix) runs it.
 
 :func:`linked_environment` is the same construction for any set of distributions (the tests
 build project virtualenvs with pytest-cov or pytest-benchmark from it, offline).
@@ -88,13 +90,37 @@ def _fingerprint(dists: list[metadata.Distribution]) -> str:
     return digest.hexdigest()[:16]
 
 
+def _link_or_copy(source: str, dest: str) -> None:
+    try:
+        os.link(source, dest)
+    except OSError:  # another file system, or links not allowed
+        shutil.copy2(source, dest)
+
+
+def _materialise(top: Path, dest: Path) -> None:
+    """`top` (a package directory or a module file) as real files at `dest`."""
+    if dest.exists():
+        return
+    if top.is_dir():
+        shutil.copytree(
+            top,
+            dest,
+            copy_function=_link_or_copy,
+            ignore=shutil.ignore_patterns("__pycache__"),
+            symlinks=False,
+        )
+    else:
+        _link_or_copy(str(top), str(dest))
+
+
 def _site_packages(env: Path) -> Path:
     return env / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
 
 
 def linked_environment(where: Path, distributions: tuple[str, ...] | list[str]) -> Path:
     """A virtual environment under `where` that holds `distributions` (and their
-    requirements) as links into this interpreter's installation; returns its ``bin/python``.
+    requirements), hard-linked from this interpreter's installation; returns its
+    ``bin/python``.
 
     Built once per set of versions (the directory's name is their digest); concurrent callers
     build in private directories and the first rename wins.
@@ -115,9 +141,7 @@ def linked_environment(where: Path, distributions: tuple[str, ...] | list[str]) 
             site = _site_packages(tmp)
             for dist in dists:
                 for top in _top_level(dist):
-                    link = site / top.name
-                    if not link.exists():
-                        link.symlink_to(top)
+                    _materialise(top, site / top.name)
             os.rename(tmp, env)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
