@@ -32,17 +32,29 @@ RepoOpt = Annotated[
 ]
 
 
-def _setup_logging(verbose: bool) -> None:
+def _setup_logging(verbose: int) -> None:
+    """-v: our progress (INFO); -vv: debug, with the HTTP clients' requests; -vvv: all."""
     logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
+        level=logging.DEBUG if verbose >= 2 else logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    from flows.runtime import quiet_transport_loggers
+
+    quiet_transport_loggers(verbose)
 
 
 @app.callback()
 def _root(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "--verbose",
+            "-v",
+            count=True,
+            help="Log progress; -vv adds HTTP requests, -vvv every library's debug output.",
+        ),
+    ] = 0,
 ) -> None:
     _setup_logging(verbose)
 
@@ -241,9 +253,10 @@ def eval_(
     )
 
 
-def _verbose(ctx: typer.Context) -> bool:
+def _verbose(ctx: typer.Context) -> int:
+    """How many -v were given (0: quiet; 1: progress; 2: HTTP client detail too)."""
     root = ctx.find_root()
-    return bool(root.params.get("verbose", False))
+    return int(root.params.get("verbose") or 0)
 
 
 def main() -> None:

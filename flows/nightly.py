@@ -37,7 +37,8 @@ from prefect.futures import as_completed
 from flows.audit import artifact_key, check_specs, map_sources, run_name
 from flows.runtime import with_shared_model_limit
 from tasks.archive import open_archive
-from tasks.audit import build_report, specs_failing_to_load
+from tasks.audit import suite_report
+from tasks.baseline import run_baseline
 from tasks.charts import archive_quality_chart
 from tasks.config import Settings, load_settings
 from tasks.errors import ArchiveError, AutopilotError
@@ -63,8 +64,7 @@ from tasks.git import (
 from tasks.model import ModelClient
 from tasks.sandbox import make_runner
 from tasks.targets import Target, choose_targets
-from tasks.toolchains import CommandRunner, SuiteResult, get_toolchain
-from tasks.types import ToolchainName
+from tasks.toolchains import CommandRunner, SuiteResult, Toolchain, toolchain_for
 
 log = logging.getLogger(__name__)
 
@@ -96,16 +96,12 @@ def _release_client(token: str) -> ModelClient | None:
     name="baseline-suite", task_run_name="baseline suite of {project.name}", cache_policy=NO_CACHE
 )
 def baseline_suite(
-    project: Path, toolchain: ToolchainName, runner: CommandRunner, python: str | None = None
-) -> tuple[SuiteResult, dict[str, str]]:
-    """The suite with coverage before any change; spec files that cannot load are set aside and
-    the rest re-run, so one broken spec never hides every other file's baseline."""
-    chain = get_toolchain(toolchain, python)
-    suite = chain.run_suite(project, runner)
-    broken = dict.fromkeys(specs_failing_to_load(suite.validation), "did not load")
-    if broken:
-        suite = chain.run_suite(project, runner, exclude=sorted(broken))
-    return suite, broken
+    project: Path, chain: Toolchain, runner: CommandRunner, spec_timeout_s: float
+) -> SuiteResult:
+    """The suite with coverage before any change; test files that cannot load are set aside and
+    the rest re-run, so one broken file never hides every other file's baseline. A suite that
+    did not run says why (``ran`` False): the nightly then writes nothing against it."""
+    return run_baseline(project, chain, runner, spec_timeout_s=spec_timeout_s)
 
 
 @task(
@@ -125,6 +121,14 @@ def _nightly_run_name() -> str:
 def settings_for(repo: Path, min_coverage: float | None, min_judge: float | None) -> Settings:
     """The run's settings: environment over autopilot.toml, the CLI thresholds over both."""
     return load_settings(repo, {"gates.min_coverage": min_coverage, "gates.min_judge": min_judge})
+
+
+def _baseline_error(suite: SuiteResult) -> str:
+    """Why the nightly writes nothing: the baseline suite did not run (one line)."""
+    problem = suite.validation.problem
+    cause = problem.one_line() if problem else suite.validation.reason or "unknown cause"
+    log.error("the baseline suite did not run: %s; no test is written against it", cause)
+    return f"the baseline suite did not run: {cause}"
 
 
 def _emit_rejections(report: NightlyReport) -> None:
@@ -223,27 +227,40 @@ def nightly(
             project = wt / sub if sub else wt
             mapping = map_sources(project, settings.toolchain)
             runner = make_runner(settings.sandbox, root=wt)
-            suite, broken = baseline_suite(project, mapping.toolchain, runner, settings.python)
-            specs = sorted({s for f in mapping.files for s in f.specs} | set(broken))
+            chain = toolchain_for(settings, mapping.toolchain)
+            suite = baseline_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
+            specs = sorted({s for f in mapping.files for s in f.specs} | set(suite.broken))
             static = check_specs(project, specs)
-            baseline = build_report(
+            baseline = suite_report(
                 repo=str(path),
                 commit=commit,
                 mapping=mapping,
-                suite=suite.validation,
-                coverage=suite.files,
-                broken_specs=broken,
+                suite=suite,
+                project=project,
                 lint=[],
                 static=static,
             )
-            targets = choose_targets(
-                baseline,
-                mapping,
-                min_coverage=settings.gates.min_coverage,
-                min_static=settings.gates.min_judge,
-                only=only,
-                max_files=max_files,
+            baseline_error = None if suite.ran else _baseline_error(suite)
+            log.info(
+                "baseline of %s: %d files, %d untested, line coverage %.1f%%",
+                path.name,
+                baseline.summary.files,
+                baseline.summary.untested,
+                100 * baseline.summary.line_coverage,
             )
+            targets = (
+                []
+                if baseline_error
+                else choose_targets(
+                    baseline,
+                    mapping,
+                    min_coverage=settings.gates.min_coverage,
+                    min_static=settings.gates.min_judge,
+                    only=only,
+                    max_files=max_files,
+                )
+            )
+            log.info("%d target(s): %s", len(targets), ", ".join(t.source for t in targets[:10]))
             failing = frozenset(
                 e.id for e in suite.validation.examples if e.status in ("failed", "error")
             )
@@ -268,7 +285,13 @@ def nightly(
                 outcomes = _run_targets(jobs, targets, artifact_key("nightly-progress", path.name))
     finally:
         client = _release_client(token)
-    report = NightlyReport(run_id=run_id, repo=str(path), base_commit=commit, files=outcomes)
+    report = NightlyReport(
+        run_id=run_id,
+        repo=str(path),
+        base_commit=commit,
+        files=outcomes,
+        baseline_error=baseline_error,
+    )
     if client is not None:
         report.model_calls, report.tokens = client.calls, client.tokens
         client.close()

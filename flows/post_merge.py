@@ -31,8 +31,9 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows.audit import artifact_key, run_name
 from flows.runtime import with_shared_model_limit
 from tasks.archive import Archive, RunArchive, open_archive
+from tasks.baseline import run_baseline
 from tasks.config import Settings, load_settings
-from tasks.discovery import map_repo
+from tasks.discovery import list_specs, map_repo
 from tasks.errors import ArchiveError, AutopilotError, BadInputError
 from tasks.git import resolve_commit, subdir_in_repo, worktree
 from tasks.model import ModelClient
@@ -47,11 +48,18 @@ from tasks.repair_branch import commit_fixes
 from tasks.repair_human import HumanDecision, hand_off
 from tasks.repair_loop import RepairEnv, now, run_group
 from tasks.repair_resume import load_state, reopen
-from tasks.repair_scout import NOT_A_REPORT, fill_test_files, group_failures, scout_log
+from tasks.repair_scout import (
+    NOT_A_REPORT,
+    environment_group,
+    fill_test_files,
+    group_failures,
+    load_failure_cases,
+    scout_log,
+)
 from tasks.reports import parse_reports
 from tasks.sandbox import make_runner
-from tasks.toolchains import get_toolchain
-from tasks.types import TestCaseResult
+from tasks.toolchains import toolchain_for
+from tasks.types import SuiteProblem, TestCaseResult, ToolchainName
 
 __all__ = ["HumanDecision", "post_merge"]
 
@@ -86,14 +94,17 @@ def scout(
     user_repo: Path,
     reports: list[str],
     project: Path,
-    toolchain: str,
+    toolchain: ToolchainName,
     settings: Settings,
     client: ModelClient | None,
-) -> tuple[list[TestCaseResult], list[str]]:
+) -> tuple[list[TestCaseResult], list[str], SuiteProblem | None]:
     """Failing cases from the reports, or from a sandboxed suite run when none is given.
 
     Plain parsing first; a file no parser understands (a raw log) goes to the scout model when
-    one is configured. A file that stays unusable is one error line; the others are kept.
+    one is configured. A file that stays unusable is one error line; the others are kept. A
+    suite run that did not load gives file-level cases for the files that do not load (the
+    project's code broke them: repairable), or the problem that keeps the suite from starting
+    at all for reasons of tooling or environment (a person fixes it, never a patch).
     """
     if reports:
         run = parse_reports([Path(r) for r in reports], repo=user_repo)
@@ -108,12 +119,19 @@ def scout(
                 errors.append(f"{e.file}: {e.error}; the scout model could not read it: {exc}")
         if errors and len(errors) == len(reports):
             raise BadInputError(errors[0])
-        return cases, errors
+        return cases, errors, None
     runner = make_runner(settings.sandbox, root=project)
-    suite = get_toolchain(toolchain, settings.python).run_suite(project, runner)
-    if not suite.validation.loaded:
-        raise BadInputError(f"{user_repo}: the suite did not load: {suite.validation.load_error}")
-    return suite.validation.examples, []
+    suite = run_baseline(
+        project,
+        toolchain_for(settings, toolchain),
+        runner,
+        spec_timeout_s=settings.sandbox.spec_timeout_s,
+        contexts=False,
+    )
+    loads, problem = load_failure_cases(suite, project, toolchain, list_specs(project, toolchain))
+    if problem is not None:
+        log.warning("the test suite cannot start: %s", problem.one_line())
+    return [*suite.validation.examples, *loads], [], problem
 
 
 @task(name="repair-group", task_run_name="repair {state.group.id}", cache_policy=NO_CACHE)
@@ -188,12 +206,15 @@ def post_merge(
                 failing = [t for g in state.groups for t in g.group.tests]
                 saver.run(state, "resumed")
             else:
-                cases, report_errors = scout(
+                cases, report_errors, blocked = scout(
                     path, list(reports or []), project, mapping.toolchain, settings, client
                 )
                 failing = fill_test_files(
                     [c for c in cases if c.status in ("failed", "error")], project
                 )
+                groups = [GroupState(group=g) for g in group_failures(failing, mapping)]
+                if blocked is not None:
+                    groups.append(environment_group(blocked))
                 state = RepairState(
                     run_id=run_id,
                     repo=str(path),
@@ -203,11 +224,13 @@ def post_merge(
                     archive_uri=run_archive.uri,
                     failures=len(failing),
                     report_errors=report_errors,
-                    groups=[GroupState(group=g) for g in group_failures(failing, mapping)],
+                    groups=groups,
                 )
                 saver.run(state, "scout")
             if state.groups and client is None:
                 for g in state.groups:
+                    if g.outcome is not None:
+                        continue
                     g.handoff_reasons.append(
                         "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
                     )

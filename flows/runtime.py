@@ -13,9 +13,44 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: HTTP clients: one line per request. Shown from -vv on.
+HTTP_LIBRARIES = (
+    "httpx",
+    "httpcore",
+    "httpx2",
+    "urllib3",
+    "botocore",
+    "boto3",
+    "s3transfer",
+    "docker",
+    "mistralai",
+)
+#: Internals of the machinery (ORM, event loop, plotting, git plumbing): shown from -vvv on.
+NOISY_LIBRARIES = (
+    "asyncio",
+    "aiosqlite",
+    "sqlalchemy",
+    "alembic",
+    "uvicorn",
+    "websockets",
+    "distributed",
+    "matplotlib",
+    "graphviz",
+    "PIL",
+    "git",
+)
+
+
+def quiet_transport_loggers(verbose: int) -> None:
+    """-v shows our progress; -vv adds the HTTP clients' requests; -vvv everything."""
+    for names, shown_from in ((HTTP_LIBRARIES, 2), (NOISY_LIBRARIES, 3)):
+        level = logging.DEBUG if verbose >= shown_from else logging.WARNING
+        for name in names:
+            logging.getLogger(name).setLevel(level)
+
 
 @contextmanager
-def flow_runtime(verbose: bool = False) -> Iterator[None]:
+def flow_runtime(verbose: bool | int = False) -> Iterator[None]:
     """Settings for a flow run started from the CLI.
 
     The heartbeat thread costs ~1 s per run and is only useful to a worker; analytics would try
@@ -39,6 +74,8 @@ def flow_runtime(verbose: bool = False) -> Iterator[None]:
         level = logging.INFO if verbose else logging.WARNING
         for name in ("prefect", "prefect.flow_runs", "prefect.task_runs"):
             logging.getLogger(name).setLevel(level)
+        # Prefect's logging set-up (on import) may have lowered them again.
+        quiet_transport_loggers(int(verbose))
         yield
 
 

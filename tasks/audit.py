@@ -1,34 +1,52 @@
 """The audit: a trustworthy picture of a codebase's tests, measured without any model.
 
-Plain functions over what the toolchain measured; flows/audit.py orchestrates them.
+Plain functions over what the toolchain measured; tasks/audit_run.py runs them in a worktree
+(flows/audit.py as Prefect tasks). A suite that did not run is reported as such (``suite.ran``
+false, with the problem that stopped it), never as passing; per-test counts stand beside the
+per-file figures; a source is tested by the specs its name maps to and by the test files that
+ran its function bodies (``covered_by``, the evidence).
 """
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from tasks.baseline import isolate_culprits, specs_failing_to_load
+from tasks.toolchains.base import SuiteResult, relative_path
 from tasks.types import (
     FileCoverage,
     Finding,
     LintOffense,
     Mapping,
+    RunSummary,
     SourceKind,
     StaticVerdict,
+    SuiteProblem,
+    TestCaseResult,
     ToolchainName,
     ValidationResult,
 )
 
+__all__ = [
+    "AuditFile",
+    "AuditReport",
+    "AuditSummary",
+    "SuiteStatus",
+    "build_report",
+    "isolate_culprits",
+    "markdown_summary",
+    "spec_outcomes",
+    "specs_failing_to_load",
+    "suite_report",
+    "table_rows",
+]
+
 FileStatus = Literal["tested", "untested", "failing"]
-# RSpec: "An error occurred while loading ./spec/models/x_spec.rb." ; pytest: "ERROR tests/x.py"
-_LOAD_ERROR_FILE = re.compile(
-    r"(?:while loading|ERROR collecting|ImportError while importing test module)\s+'?"
-    r"(?:\./)?(?P<path>[\w./-]+?_spec\.rb|[\w./-]*test_[\w]+\.py|[\w./-]+_test\.py)"
-)
 
 
 class AuditFile(BaseModel):
@@ -44,6 +62,11 @@ class AuditFile(BaseModel):
     reason: str | None = Field(
         None, description="Why a spec of this file failed outright (did not load, timeout, limit)"
     )
+    covered_by: list[str] = Field(
+        default_factory=list,
+        description="Other test files that ran this file's function bodies (evidence)",
+    )
+    tests: RunSummary = Field(default_factory=RunSummary, description="Tests of its specs")
 
 
 class AuditSummary(BaseModel):
@@ -52,6 +75,20 @@ class AuditSummary(BaseModel):
     line_coverage: float
     specs_passing: int
     specs_failing: int
+    specs_not_run: int = Field(0, description="Test files from which no test ran")
+    tests: RunSummary = Field(
+        default_factory=RunSummary, description="Tests by outcome (as `autopilot parse` counts)"
+    )
+
+
+class SuiteStatus(BaseModel):
+    """Whether the suite ran, and if not, why (never a pass)."""
+
+    ran: bool
+    problem: SuiteProblem | None = None
+    set_aside: dict[str, str] = Field(
+        default_factory=dict, description="Test files that could not run, with the reason"
+    )
 
 
 class AuditReport(BaseModel):
@@ -62,46 +99,59 @@ class AuditReport(BaseModel):
     toolchain: ToolchainName
     summary: AuditSummary
     files: list[AuditFile]
+    suite: SuiteStatus = Field(default_factory=lambda: SuiteStatus(ran=True))
+    prepared: list[str] = Field(
+        default_factory=list, description="Files or commands produced in the worktree first"
+    )
+    errors: list[str] = Field(
+        default_factory=list, description="Tools that failed (lint, ...), one line each"
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+    def exit_code(self) -> int:
+        """0 when the suite ran and every tool worked; 1 otherwise."""
+        return 0 if self.suite.ran and not self.errors else 1
 
 
-def specs_failing_to_load(result: ValidationResult) -> list[str]:
-    """Spec files named in a load error (the ones to set aside before running the rest)."""
-    if result.loaded or not result.load_error:
-        return []
-    seen: dict[str, None] = {}
-    for m in _LOAD_ERROR_FILE.finditer(result.load_error):
-        seen[m.group("path")] = None
-    return list(seen)
+def spec_outcomes(
+    result: ValidationResult, broken: Iterable[str], repo: Path | None = None
+) -> dict[str, bool]:
+    """Spec file -> passed, from one suite run; `broken` specs did not load at all.
 
-
-def isolate_culprits(
-    run_one: Callable[[str], ValidationResult], specs: list[str]
-) -> dict[str, str]:
-    """Run each spec file alone and name the ones that cannot run: spec -> reason.
-
-    Used when a whole-suite run was stopped (timeout, memory or process limit): one hostile or
-    hanging spec must not hide every other file's results.
+    Paths are relative to `repo` (a report may name a file by its absolute path). A spec file
+    fails when any of its tests failed or errored and passes when at least one passed and none
+    failed; one whose tests were all skipped, or that ran none, is absent: no test ran.
     """
-    culprits: dict[str, str] = {}
-    for spec in specs:
-        result = run_one(spec)
-        if result.reason:
-            culprits[spec] = result.reason
-        elif not result.loaded:
-            culprits[spec] = "did not load"
-    return culprits
-
-
-def spec_outcomes(result: ValidationResult, broken: Iterable[str]) -> dict[str, bool]:
-    """Spec file -> passed, from one suite run; `broken` specs did not load at all."""
     outcome: dict[str, bool] = {path: False for path in broken}
     for ex in result.examples:
-        if not ex.file:
+        if not ex.file or ex.status == "skipped":
             continue
-        path = ex.file.removeprefix("./")
-        ok = ex.status in ("passed", "skipped")
-        outcome[path] = outcome.get(path, True) and ok
+        path = _key(ex.file, repo)
+        outcome[path] = outcome.get(path, True) and ex.status == "passed"
     return outcome
+
+
+def _key(path: str, repo: Path | None) -> str:
+    path = path.removeprefix("./")
+    return relative_path(path, repo) if repo is not None else path
+
+
+def _verdict(specs: list[str], outcomes: dict[str, bool]) -> FileStatus | None:
+    ran = [outcomes[s] for s in specs if s in outcomes]
+    if any(not ok for ok in ran):
+        return "failing"
+    return "tested" if ran else None
+
+
+def _status(
+    specs: list[str], evidence: list[str], outcomes: dict[str, bool], broken: dict[str, str]
+) -> tuple[FileStatus, list[str]]:
+    """A source's status and the reasons behind a spec that failed outright or never ran."""
+    status = _verdict(specs, outcomes) or _verdict(evidence, outcomes) or "untested"
+    reasons = [f"{s}: {broken[s]}" for s in specs if s in broken]
+    if not reasons and specs and status == "untested":
+        reasons = [f"{s}: no test ran" for s in specs]
+    return status, reasons
 
 
 def build_report(
@@ -114,6 +164,8 @@ def build_report(
     broken_specs: dict[str, str],
     lint: list[LintOffense],
     static: dict[str, StaticVerdict],
+    tested_by: dict[str, list[str]] | None = None,
+    project: Path | None = None,
 ) -> AuditReport:
     """Combine the measurements into per-file results and the summary.
 
@@ -126,8 +178,16 @@ def build_report(
         broken_specs: spec files that could not run at all, with the reason.
         lint: lint offences in spec files.
         static: static-rubric verdict per spec file.
+        tested_by: source -> test files that ran its function bodies (evidence).
+        project: the project directory, to make absolute test paths relative.
     """
-    outcomes = spec_outcomes(suite, broken_specs)
+    ran = suite.loaded and suite.reason is None
+    why = None if ran else (suite.problem.one_line() if suite.problem else "it did not run")
+    outcomes = spec_outcomes(suite, broken_specs, project)
+    by_spec: dict[str, list[TestCaseResult]] = defaultdict(list)
+    for ex in suite.examples:
+        if ex.file:
+            by_spec[_key(ex.file, project)].append(ex)
     lint_by_path: dict[str, int] = defaultdict(int)
     for off in lint:
         lint_by_path[off.path] += 1
@@ -138,13 +198,11 @@ def build_report(
         if cov is not None:
             covered += cov.covered_lines
             executable += cov.executable_lines
+        evidence = [t for t in (tested_by or {}).get(mf.source, []) if t not in mf.specs]
         verdicts = [static[s] for s in mf.specs if s in static]
-        if not mf.specs:
-            status: FileStatus = "untested"
-        elif any(not outcomes.get(s, True) for s in mf.specs):
-            status = "failing"
-        else:
-            status = "tested"
+        status, reasons = _status(mf.specs, evidence, outcomes, broken_specs)
+        if why is not None and mf.specs:
+            status, reasons = "failing", [f"the suite did not run: {why}"]
         files.append(
             AuditFile(
                 source=mf.source,
@@ -156,12 +214,12 @@ def build_report(
                 static_score=min(v.score for v in verdicts) if verdicts else None,
                 findings=[f for v in verdicts for f in v.findings],
                 lint_offenses=sum(lint_by_path[s] for s in mf.specs),
-                reason="; ".join(f"{s}: {broken_specs[s]}" for s in mf.specs if s in broken_specs)
-                or None,
+                reason="; ".join(reasons) or None,
+                covered_by=evidence,
+                tests=RunSummary.of([ex for s in mf.specs for ex in by_spec.get(s, [])]),
             )
         )
     all_specs = set(outcomes) | {s for mf in mapping.files for s in mf.specs}
-    failing = sum(1 for s in all_specs if not outcomes.get(s, True))
     return AuditReport(
         repo=repo,
         commit=commit,
@@ -170,11 +228,47 @@ def build_report(
             files=len(files),
             untested=sum(1 for f in files if f.status == "untested"),
             line_coverage=round(covered / executable, 4) if executable else 0.0,
-            specs_passing=len(all_specs) - failing,
-            specs_failing=failing,
+            specs_passing=sum(1 for s in all_specs if outcomes.get(s) is True),
+            specs_failing=sum(1 for s in all_specs if outcomes.get(s) is False),
+            specs_not_run=sum(1 for s in all_specs if s not in outcomes),
+            tests=RunSummary.of(suite.examples),
         ),
         files=files,
+        suite=SuiteStatus(
+            ran=ran, problem=None if ran else suite.problem, set_aside=dict(broken_specs)
+        ),
+        warnings=list(mapping.warnings),
     )
+
+
+def suite_report(
+    *,
+    repo: str,
+    commit: str,
+    mapping: Mapping,
+    suite: SuiteResult,
+    project: Path,
+    lint: list[LintOffense],
+    static: dict[str, StaticVerdict],
+    errors: Iterable[str] = (),
+) -> AuditReport:
+    """:func:`build_report` from a baseline run (tasks/baseline.py), with what the run prepared
+    in the worktree and the tools that failed."""
+    report = build_report(
+        repo=repo,
+        commit=commit,
+        mapping=mapping,
+        suite=suite.validation,
+        coverage=suite.files,
+        broken_specs=suite.broken,
+        lint=lint,
+        static=static,
+        tested_by=suite.tested_by,
+        project=project,
+    )
+    report.prepared = list(suite.prepared)
+    report.errors = list(errors)
+    return report
 
 
 def table_rows(report: AuditReport) -> list[dict[str, object]]:
@@ -189,6 +283,8 @@ def table_rows(report: AuditReport) -> list[dict[str, object]]:
             "findings": len(f.findings),
             "lint": f.lint_offenses,
             "specs": ", ".join(f.specs),
+            "tests": f"{f.tests.passed}/{f.tests.tests}",
+            "covered_by": ", ".join(f.covered_by),
         }
         for f in report.files
     ]
@@ -200,14 +296,29 @@ def markdown_summary(report: AuditReport) -> str:
     worst = sorted((f for f in report.files if f.status != "untested"), key=lambda f: f.coverage)[
         :5
     ]
+    t = s.tests
     lines = [
         f"# Audit of {report.repo} at {report.commit[:12]}",
         "",
         f"- toolchain: **{report.toolchain}**",
         f"- source files: **{s.files}**, untested: **{s.untested}**",
         f"- line coverage: **{s.line_coverage:.1%}**",
-        f"- spec files passing: **{s.specs_passing}**, failing: **{s.specs_failing}**",
+        f"- spec files passing: **{s.specs_passing}**, failing: **{s.specs_failing}**, "
+        f"no test ran: **{s.specs_not_run}**",
+        f"- tests: **{t.tests}** ({t.passed} passed, {t.failed} failed, {t.errors} errors, "
+        f"{t.skipped} skipped)",
     ]
+    if not report.suite.ran:
+        problem = report.suite.problem
+        cause = problem.one_line() if problem else "unknown cause"
+        lines[2:2] = [f"**The suite did not run**: {cause}", ""]
+    for title, items in (
+        ("Tool errors", report.errors),
+        ("Prepared in the worktree", report.prepared),
+        ("Warnings", report.warnings),
+    ):
+        if items:
+            lines += ["", f"## {title}", *(f"- {item}" for item in items)]
     untested = [f.source for f in report.files if f.status == "untested"]
     if untested:
         lines += ["", "## Untested", *(f"- `{u}`" for u in untested)]

@@ -120,6 +120,12 @@ class Settings(BaseSettings):
         "coverage), e.g. the project's .venv/bin/python; relative to the repository; "
         "default: Autopilot's own",
     )
+    prepare: list[str] = Field(
+        default_factory=list,
+        description="Commands run once in each worktree before its tests (e.g. to generate "
+        "files the project makes at install time and ignores in git); run in the sandbox, "
+        "split like a shell would, without a shell",
+    )
 
     @property
     def model_configured(self) -> bool:

@@ -3,7 +3,10 @@
 Rules (the contract; tests/test_discovery.py exercises each one):
 
 ruby-rspec
-    Only ``*.rb`` under ``app/`` and ``lib/`` are sources. Kind by location: ``app/models`` model,
+    ``*.rb`` under ``app/`` and ``lib/`` are sources, and so are those of any other top-level
+    folder that holds Ruby code (``extras/``, ``engines/``...) except the ones Rails and RSpec
+    own (config/, db/, spec/, test/, features/, bin/, script/, public/, vendor/, tmp/, log/,
+    coverage/, storage/, node_modules/, doc/). Kind by location: ``app/models`` model,
     ``app/serializers`` serializer, ``app/controllers`` controller, ``app/mailers`` mailer,
     ``app/helpers`` helper; the rest of ``app/`` (services, jobs, ...) and ``lib/`` plain ruby.
     ``app/*/concerns/`` are modules mixed into others, so they are plain ruby too.
@@ -11,15 +14,22 @@ ruby-rspec
     every ``application_*.rb`` under ``app/`` (framework base classes: testing them means testing
     Rails), ``lib/**/templates/`` (generator templates), and everything outside app/ and lib/
     (config/, db/, bin/, spec/, test/, vendor/).
-    Specs: ``app/<dir>/x.rb`` -> ``spec/<dir>/x_spec.rb``; ``lib/x/y.rb`` ->
+    Specs: ``app/<dir>/x.rb`` -> ``spec/<dir>/x_spec.rb``; ``<folder>/x.rb`` ->
+    ``spec/<folder>/x_spec.rb``; ``lib/x/y.rb`` ->
     ``spec/lib/x/y_spec.rb`` (``spec/x/y_spec.rb``, the gem layout, also counts); a controller
     ``app/controllers/admin/users_controller.rb`` -> ``spec/requests/admin/users_spec.rb``, with
-    ``spec/requests/admin/users_controller_spec.rb`` and
-    ``spec/controllers/admin/users_controller_spec.rb`` also counting. Every ``*_spec.rb`` below
+    ``spec/requests/admin/users_controller_spec.rb``,
+    ``spec/controllers/admin/users_controller_spec.rb`` and the flattened
+    ``spec/requests/admin_users_spec.rb`` also counting. Every ``*_spec.rb`` below
     the spec's stem directory (``spec/models/user/**/*_spec.rb``) belongs to the source too.
+    A file under spec/ that holds examples but lacks the ``_spec.rb`` suffix is never loaded by
+    RSpec (unless ``.rspec`` sets ``--pattern``): the mapping warns about it.
 
 python-pytest
-    ``src/`` layout when any ``src/**.py`` exists (everything under src/), else the flat layout:
+    ``tests/`` below stands for the project's test roots: pytest's ``testpaths`` when
+    configured, else whichever of ``tests/``, ``test/``, ``testing/`` exist (the first one takes
+    new tests). ``src/`` layout when any ``src/**.py`` exists (everything under src/), else the
+    flat layout:
     top-level packages (directories with ``__init__.py``) and top-level modules. Skipped: tests/,
     test/, docs/, migrations/, ``conftest.py``, ``setup.py``, ``manage.py``, ``noxfile.py``,
     ``test_*.py``/``*_test.py``, and
@@ -27,13 +37,21 @@ python-pytest
     A non-trivial ``pkg/__init__.py`` is treated as a module named ``pkg``. For ``pkg/sub/mod.py``
     these count as tests: ``tests/[<tail of pkg/sub>/]test_mod.py`` (also ``mod_test.py``),
     ``tests/test_[<tail>_]mod.py``, and ``tests/[<tail>/]mod/**/test_*.py``, where the tail is
-    any trailing run of the package path (``sub``, ``pkg/sub``). ``expected_spec`` mirrors the
+    any trailing run of the package path (``sub``, ``pkg/sub``). Plural and singular forms count
+    too (``tests/test_tables.py`` for ``table.py``), an exact name winning over them. A suite
+    named after the project or its top-level package (``tests/test_tinydb.py``) belongs to the
+    package's ``__init__`` when that is a source, else to the modules defining a class or
+    function of that name (``class TinyDB``), else to the package's modules no other test
+    names. Test files are the ones pytest collects: ``test_*.py``/``*_test.py`` by default, or
+    the ``python_files`` patterns of the project's pytest configuration; a file under tests/
+    that defines tests but matches no pattern is warned about. ``expected_spec`` mirrors the
     package tree when ``tests/`` already does (``tests/pkg/sub/test_mod.py`` if ``tests/pkg/``
     exists, ``tests/sub/test_mod.py`` if ``tests/sub/`` does), else ``tests/test_mod.py``;
     two sources that would share one new test file get ``tests/test_<pkg>_<sub>_mod.py`` instead.
 
 Ties: when one spec matches several sources, only the most specific matches keep it (an exact
-name beats a directory match; a longer mirrored package path beats a shorter one), so
+name beats a directory match; a longer mirrored package path beats a shorter one; the exact
+spelling beats a plural or singular one), so
 ``spec/models/user/profile_spec.rb`` belongs to ``app/models/user/profile.rb`` when that exists.
 
 Files come from ``git ls-files`` (tracked plus untracked-not-ignored) in a git work tree, else a
@@ -52,6 +70,15 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import get_args
 
+from tasks.discovery_rules import (
+    DEFAULT_PYTHON_FILES,
+    is_py_test,
+    other_numbers,
+    project_suites,
+    python_files_patterns,
+    python_test_roots,
+    unloaded_test_files,
+)
 from tasks.errors import BadInputError
 from tasks.types import MappedFile, Mapping, SourceFile, SourceKind, ToolchainName
 
@@ -73,12 +100,18 @@ _RAILS_KINDS = {
     "helpers": SourceKind.HELPER,
 }
 _RAILS_SKIP = ("app/assets/", "app/views/", "app/javascript/", "app/channels/application_cable/")
-_PY_SKIP_DIRS = frozenset({"tests", "test", "docs", "doc", "migrations"})
+_PY_SKIP_DIRS = frozenset({"tests", "test", "testing", "docs", "doc", "migrations"})
+#: Top-level folders whose Ruby files are not sources (Rails', RSpec's and tooling's own).
+_RUBY_NOT_SOURCE = frozenset(
+    {"config", "db", "spec", "test", "features", "bin", "script", "public", "vendor", "tmp"}
+    | {"log", "coverage", "storage", "node_modules", "doc", "docs", "sig"}
+)
+
 _PY_SKIP_FILES = frozenset({"conftest.py", "setup.py", "noxfile.py", "manage.py"})
 _TOOLCHAINS: tuple[str, ...] = get_args(ToolchainName)
 
-# A match score: (exact name?, length of the mirrored package path). Higher wins.
-_Score = tuple[int, int]
+# A match score: (exact name?, length of the mirrored package path, exact spelling?). Higher wins.
+_Score = tuple[int, int, int]
 
 
 def detect_toolchain(repo: Path, override: str | None = None) -> ToolchainName:
@@ -99,9 +132,8 @@ def detect_toolchain(repo: Path, override: str | None = None) -> ToolchainName:
             )
         return override  # type: ignore[return-value]
     ruby = (repo / "Gemfile").is_file() and (repo / "spec").is_dir()
-    python = (
-        any((repo / n).is_file() for n in ("pyproject.toml", "setup.cfg", "setup.py"))
-        and (repo / "tests").is_dir()
+    python = any((repo / n).is_file() for n in ("pyproject.toml", "setup.cfg", "setup.py")) and (
+        (repo / python_test_roots(repo)[0]).is_dir()
     )
     if ruby:
         if python:
@@ -111,7 +143,8 @@ def detect_toolchain(repo: Path, override: str | None = None) -> ToolchainName:
         return "python-pytest"
     raise BadInputError(
         f"{repo}: no toolchain detected (ruby-rspec needs Gemfile + spec/, python-pytest needs "
-        "pyproject.toml/setup.cfg/setup.py + tests/); set AUTOPILOT_TOOLCHAIN to override"
+        "pyproject.toml/setup.cfg/setup.py + tests/, or pytest's testpaths); set "
+        "AUTOPILOT_TOOLCHAIN to override"
     )
 
 
@@ -145,34 +178,47 @@ def map_repo(repo: Path, toolchain: str | None = None) -> Mapping:
     """
     chosen = detect_toolchain(repo, toolchain)
     files = list_files(repo)
-    sources = _discover(repo, chosen, files)
-    plans = [
-        _ruby_plan(s.path) if chosen == "ruby-rspec" else _python_plan(s.path) for s in sources
-    ]
-    specs = _spec_files(files, chosen)
-    if chosen == "python-pytest":
-        _python_expected(plans, files)
+    python = chosen == "python-pytest"
+    patterns = python_files_patterns(repo) if python else DEFAULT_PYTHON_FILES
+    roots = python_test_roots(repo) if python else ["spec"]
+    sources = _discover(repo, chosen, files, patterns)
+    plans = [_python_plan(s.path, roots) if python else _ruby_plan(s.path) for s in sources]
+    specs = _spec_files(files, chosen, patterns)
+    if python:
+        _python_expected(plans, files, roots[0])
     owners = _assign(plans, specs)
+    if python:
+        project_suites(repo, [s.path for s in sources], specs, owners, roots)
     mapped = [
         MappedFile(
-            source=s.path, kind=s.kind, specs=owners.get(s.path, []), expected_spec=p.expected
+            source=s.path,
+            kind=s.kind,
+            specs=sorted(owners.get(s.path, [])),
+            expected_spec=p.expected,
         )
         for s, p in zip(sources, plans, strict=True)
     ]
     return Mapping(
-        toolchain=chosen, files=mapped, untested=[m.source for m in mapped if not m.specs]
+        toolchain=chosen,
+        files=mapped,
+        untested=[m.source for m in mapped if not m.specs],
+        warnings=unloaded_test_files(repo, chosen, files, specs, roots),
     )
 
 
 def list_specs(repo: Path, toolchain: ToolchainName) -> list[str]:
-    """Every test file of the repository (`spec/**/*_spec.rb`, `tests/**/test_*.py`)."""
-    return _spec_files(list_files(repo), toolchain)
+    """Every test file of the repository: ``spec/**/*_spec.rb``, or the Python files pytest
+    collects (``test_*.py``/``*_test.py``, or the configuration's ``python_files``)."""
+    patterns = python_files_patterns(repo) if toolchain == "python-pytest" else DEFAULT_PYTHON_FILES
+    return _spec_files(list_files(repo), toolchain, patterns)
 
 
-def _spec_files(files: list[str], toolchain: ToolchainName) -> list[str]:
+def _spec_files(
+    files: list[str], toolchain: ToolchainName, patterns: tuple[str, ...] = DEFAULT_PYTHON_FILES
+) -> list[str]:
     if toolchain == "ruby-rspec":
         return [f for f in files if f.startswith("spec/") and f.endswith("_spec.rb")]
-    return [f for f in files if f.startswith("tests/") and _is_py_test(f)]
+    return [f for f in files if _is_py_test(f, patterns) and f.endswith(".py")]
 
 
 # --- listing ---------------------------------------------------------------------------------
@@ -241,19 +287,26 @@ def _walk_files(repo: Path) -> list[str]:
 # --- sources ---------------------------------------------------------------------------------
 
 
-def _discover(repo: Path, toolchain: ToolchainName, files: list[str]) -> list[SourceFile]:
+def _discover(
+    repo: Path,
+    toolchain: ToolchainName,
+    files: list[str],
+    patterns: tuple[str, ...] = DEFAULT_PYTHON_FILES,
+) -> list[SourceFile]:
     if toolchain == "ruby-rspec":
         found = [(f, k) for f in files if (k := _ruby_kind(f)) is not None]
     else:
-        found = [(f, SourceKind.PYTHON) for f in _python_sources(repo, files)]
+        found = [(f, SourceKind.PYTHON) for f in _python_sources(repo, files, patterns)]
     return [SourceFile(path=f, kind=k, toolchain=toolchain) for f, k in sorted(found)]
 
 
 def _ruby_kind(path: str) -> SourceKind | None:
     parts = PurePosixPath(path).parts
-    if not path.endswith(".rb") or len(parts) < 2 or parts[0] not in ("app", "lib"):
+    if not path.endswith(".rb") or len(parts) < 2 or parts[0] in _RUBY_NOT_SOURCE:
         return None
-    if parts[0] == "lib":
+    if parts[0].startswith(".") or path.endswith("_spec.rb"):
+        return None
+    if parts[0] != "app":
         return None if "templates" in parts else SourceKind.RUBY
     if path.startswith(_RAILS_SKIP) or parts[-1].startswith("application_") or len(parts) < 3:
         return None
@@ -262,7 +315,9 @@ def _ruby_kind(path: str) -> SourceKind | None:
     return _RAILS_KINDS.get(parts[1], SourceKind.RUBY)
 
 
-def _python_sources(repo: Path, files: list[str]) -> list[str]:
+def _python_sources(
+    repo: Path, files: list[str], patterns: tuple[str, ...] = DEFAULT_PYTHON_FILES
+) -> list[str]:
     py = [f for f in files if f.endswith(".py")]
     if any(f.startswith("src/") for f in py):
         candidates = [f for f in py if f.startswith("src/")]
@@ -275,20 +330,21 @@ def _python_sources(repo: Path, files: list[str]) -> list[str]:
         candidates = [f for f in py if "/" not in f or PurePosixPath(f).parts[0] in packages]
     # A package __init__ at the root of the tree has no module name to map from.
     candidates = [f for f in candidates if f not in ("__init__.py", "src/__init__.py")]
-    return [f for f in candidates if _is_py_source(repo, f)]
+    return [f for f in candidates if _is_py_source(repo, f, patterns)]
 
 
-def _is_py_source(repo: Path, path: str) -> bool:
+def _is_py_source(repo: Path, path: str, patterns: tuple[str, ...] = DEFAULT_PYTHON_FILES) -> bool:
     parts = PurePosixPath(path).parts
     name = parts[-1]
-    if _PY_SKIP_DIRS.intersection(parts[:-1]) or name in _PY_SKIP_FILES or _is_py_test(path):
+    if _PY_SKIP_DIRS.intersection(parts[:-1]) or name in _PY_SKIP_FILES:
+        return False
+    if _is_py_test(path, patterns) or _is_py_test(path):
         return False
     return name != "__init__.py" or not _trivial_init(repo / path)
 
 
-def _is_py_test(path: str) -> bool:
-    name = PurePosixPath(path).name
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+def _is_py_test(path: str, patterns: tuple[str, ...] = DEFAULT_PYTHON_FILES) -> bool:
+    return is_py_test(path, patterns)
 
 
 def _trivial_init(path: Path) -> bool:
@@ -341,22 +397,24 @@ class _Plan:
 
 def _ruby_plan(source: str) -> _Plan:
     parts = PurePosixPath(source).with_suffix("").parts
-    if parts[0] == "lib":
+    if parts[0] != "app":
         stems = ["spec/" + "/".join(parts), "spec/" + "/".join(parts[1:])]
     elif parts[1] == "controllers" and "concerns" not in parts:
         rest = "/".join(parts[2:])
         short = rest.removesuffix("_controller")
         stems = [f"spec/requests/{short}", f"spec/requests/{rest}", f"spec/controllers/{rest}"]
+        if "/" in short:  # a namespace flattened into the name: spec/requests/admin_users_spec.rb
+            stems.append(f"spec/requests/{short.replace('/', '_')}")
     else:
         stems = ["spec/" + "/".join(parts[1:])]
     plan = _Plan(source=source, expected=f"{stems[0]}_spec.rb")
     for stem in stems:
-        plan.exact.setdefault(f"{stem}_spec.rb", (1, 0))
-        plan.dirs.setdefault(f"{stem}/", (0, 0))
+        plan.exact.setdefault(f"{stem}_spec.rb", (1, 0, 1))
+        plan.dirs.setdefault(f"{stem}/", (0, 0, 1))
     return plan
 
 
-def _python_plan(source: str) -> _Plan:
+def _python_plan(source: str, roots: list[str] | None = None) -> _Plan:
     parts = PurePosixPath(source).with_suffix("").parts
     if parts[0] == "src":
         parts = parts[1:]
@@ -365,35 +423,39 @@ def _python_plan(source: str) -> _Plan:
         parts = parts[:-1]
     module, package = parts[-1], tuple(parts[:-1])
     plan = _Plan(source=source, expected="", module=module, package=package)
-    for start in range(len(package) + 1):
-        tail = package[start:]
-        score = (1, len(tail))
-        folder = "".join(f"{p}/" for p in tail)
-        for name in (f"test_{module}.py", f"{module}_test.py"):
-            plan.exact.setdefault(f"tests/{folder}{name}", score)
-        plan.exact.setdefault(f"tests/test_{'_'.join((*tail, module))}.py", score)
-        if not is_init:
-            plan.dirs.setdefault(f"tests/{folder}{module}/", (0, len(tail)))
+    for root in roots or ["tests"]:
+        for start in range(len(package) + 1):
+            tail = package[start:]
+            score = (1, len(tail), 1)
+            folder = "".join(f"{p}/" for p in tail)
+            for name in (f"test_{module}.py", f"{module}_test.py"):
+                plan.exact.setdefault(f"{root}/{folder}{name}", score)
+            plan.exact.setdefault(f"{root}/test_{'_'.join((*tail, module))}.py", score)
+            for other in other_numbers(module):
+                plan.exact.setdefault(f"{root}/{folder}test_{other}.py", (1, len(tail), 0))
+            if not is_init:
+                plan.dirs.setdefault(f"{root}/{folder}{module}/", (0, len(tail), 1))
     return plan
 
 
-def _python_expected(plans: list[_Plan], files: list[str]) -> None:
-    """Fill in expected paths: mirrored when tests/ mirrors the package, unique per source."""
-    test_dirs = {str(PurePosixPath(f).parent) for f in files if f.startswith("tests/")}
+def _python_expected(plans: list[_Plan], files: list[str], root: str = "tests") -> None:
+    """Fill in expected paths: mirrored when the test root mirrors the package, unique per
+    source."""
+    test_dirs = {str(PurePosixPath(f).parent) for f in files if f.startswith(f"{root}/")}
     test_dirs |= {str(p) for d in list(test_dirs) for p in PurePosixPath(d).parents}
     for plan in plans:
-        plan.expected = f"tests/test_{plan.module}.py"
+        plan.expected = f"{root}/test_{plan.module}.py"
         for start in range(len(plan.package)):
-            if f"tests/{plan.package[start]}" in test_dirs:
+            if f"{root}/{plan.package[start]}" in test_dirs:
                 tail = "/".join(plan.package[start:])
-                plan.expected = f"tests/{tail}/test_{plan.module}.py"
+                plan.expected = f"{root}/{tail}/test_{plan.module}.py"
                 break
     taken: dict[str, list[_Plan]] = {}
     for plan in plans:
         taken.setdefault(plan.expected, []).append(plan)
     for clash in (group for group in taken.values() if len(group) > 1):
         for plan in clash:
-            plan.expected = f"tests/test_{'_'.join((*plan.package, plan.module))}.py"
+            plan.expected = f"{root}/test_{'_'.join((*plan.package, plan.module))}.py"
 
 
 def _assign(plans: Iterable[_Plan], specs: list[str]) -> dict[str, list[str]]:

@@ -34,6 +34,9 @@ class NightlyReport(BaseModel):
     files: list[FileOutcome] = Field(default_factory=list)
     push_error: str | None = None
     chart_uri: str | None = Field(None, description="The archived quality-by-kind chart")
+    baseline_error: str | None = Field(
+        None, description="The baseline suite did not run: nothing was generated against it"
+    )
 
     def public(self) -> dict[str, Any]:
         """Issue 5's JSON contract (plus ``push_error`` when a requested push failed)."""
@@ -49,17 +52,20 @@ class NightlyReport(BaseModel):
         }
         if self.push_error:
             doc["push_error"] = self.push_error
+        if self.baseline_error:
+            doc["baseline_error"] = self.baseline_error
         return doc
 
     def exit_code(self) -> int:
         """0 when every target was accepted or skipped for want of a model; 1 when any was
-        rejected or errored, skipped for another reason (a spent budget), or the push failed."""
+        rejected or errored, skipped for another reason (a spent budget), the push failed, or
+        the baseline suite did not run."""
         bad = any(
             f.verdict in ("rejected", "error")
             or (f.verdict == "skipped" and f.reasons != [NO_MODEL])
             for f in self.files
         )
-        return 1 if bad or self.push_error else 0
+        return 1 if bad or self.push_error or self.baseline_error else 0
 
 
 def merge_accepted(outcomes: list[FileOutcome], prefix: str = "") -> dict[str, bytes]:
@@ -127,6 +133,8 @@ def markdown_summary(report: NightlyReport) -> str:
     ]
     if report.push_error:
         lines.append(f"- push failed: {report.push_error}")
+    if report.baseline_error:
+        lines.insert(2, f"**Nothing generated**: {report.baseline_error}\n")
     problems = [f for f in report.files if f.verdict in ("rejected", "error")]
     if problems:
         lines += ["", "## Not accepted"]

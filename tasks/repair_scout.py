@@ -4,6 +4,14 @@ once.
 Plain parsing is :mod:`tasks.reports`; a log no parser understands goes to the scout model
 (:func:`scout_log`). :func:`group_failures` builds the groups: error type, message shape,
 innermost project frame, and the source file the failing spec is mapped to.
+
+A suite run (no reports given) that did not load is a failure too: :func:`load_failure_cases`
+turns each test file that does not load into a file-level case carrying its load error, and a
+suite that does not start at all because of the project's code (a syntax or import error the
+merge introduced) into one such case per test file, so one group holds the cause and its re-run
+is the whole suite. Those cases are grouped by the load error alone. A suite that cannot start
+for reasons of tooling or environment is not a failure to patch: it is returned as the problem
+a person must fix (:func:`environment_group`).
 """
 
 from __future__ import annotations
@@ -13,13 +21,15 @@ import logging
 import re
 from pathlib import Path
 
+from tasks.baseline import file_problem
 from tasks.model import ModelClient
 from tasks.prompts import render
-from tasks.repair import FailureGroup
+from tasks.repair import FailureGroup, GroupState
 from tasks.replies import ScoutReport, schema_text
 from tasks.secrets import redact
 from tasks.stacktrace import locations_from_trace
-from tasks.types import Mapping, TestCaseResult
+from tasks.toolchains.base import SuiteResult
+from tasks.types import Mapping, SuiteProblem, TestCaseResult
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +39,9 @@ MAX_LOG_CHARS = 40_000
 NOT_A_REPORT = "not a JUnit XML or RSpec JSON report"
 
 _TEST_DIRS = ("spec/", "tests/", "test/")
+#: The classname of a case that stands for a test file that does not load.
+LOAD_ERROR_CLASS = "autopilot.load-error"
+_HEADERS = ("ERROR collecting ", "An error occurred while loading ", "ImportError while loading")
 _TRAILING_TYPE = re.compile(r":\s*([A-Z][\w.:]*(?:Error|Exception|Failure|Mismatch|NotMet)\w*)\s*$")
 
 
@@ -159,8 +172,13 @@ def group_failures(
         etype = error_type_of(case)
         shape = message_shape(case.message)
         frame = innermost_project_frame(case)
-        source = owners.get(case.file or "")
-        signature = f"{etype} | {shape} | {frame or '-'} | {source or '-'}"
+        if case.classname == LOAD_ERROR_CLASS:
+            # One load error breaks every file that imports the code: one cause, one group.
+            source = None
+            signature = f"load error | {etype} | {shape} | {frame or '-'}"
+        else:
+            source = owners.get(case.file or "")
+            signature = f"{etype} | {shape} | {frame or '-'} | {source or '-'}"
         if signature in groups:
             groups[signature].tests.append(case)
             continue
@@ -212,3 +230,90 @@ def fill_test_files(cases: list[TestCaseResult], project: Path) -> list[TestCase
         ) or _file_from_classname(case.classname, project)
         out.append(case.model_copy(update={"file": found}) if found else case)
     return out
+
+
+def bare_message(problem: SuiteProblem) -> str:
+    """The error of a load problem without the tool's "while loading <file>" header, so the
+    same error in several files reads the same."""
+    message = problem.message
+    for header in _HEADERS:
+        if message.startswith(header) and ": " in message:
+            return message.split(": ", 1)[1]
+    return message
+
+
+def _load_case(file: str, problem: SuiteProblem, trace: str, project: Path) -> TestCaseResult:
+    found = locations_from_trace(trace, project)
+    locations = [loc for loc in found if not loc.path.startswith("/")]
+    return TestCaseResult(
+        id=file,
+        name=f"{file} does not load",
+        classname=LOAD_ERROR_CLASS,
+        file=file,
+        status="error",
+        message=bare_message(problem),
+        error_type=problem.error_type or "LoadError",
+        trace=redact(trace),
+        locations=locations,
+    )
+
+
+def load_failure_cases(
+    suite: SuiteResult, project: Path, toolchain: str, test_files: list[str]
+) -> tuple[list[TestCaseResult], SuiteProblem | None]:
+    """File-level cases for what did not load, and the environment problem (if any) that kept
+    the whole suite from starting.
+
+    Args:
+        suite: the sandboxed baseline run (tasks/baseline.py).
+        project: the project directory.
+        toolchain: the toolchain's name.
+        test_files: every test file of the project.
+
+    Returns:
+        (cases, problem): one case per test file set aside for its own load error; when the
+        suite did not start because of the project's code, one case per remaining test file
+        with that error; `problem` is set instead when the cause is tooling or environment.
+    """
+    cases: list[TestCaseResult] = []
+    for file in suite.broken:
+        text = suite.load_errors.get(file) or suite.broken[file]
+        cases.append(_load_case(file, file_problem(toolchain, text, project), text, project))
+    problem = suite.validation.problem
+    if suite.ran or problem is None:
+        return cases, None
+    if problem.cause == "environment":
+        return cases, problem
+    trace = problem.detail or suite.validation.load_error or problem.message
+    cases += [
+        _load_case(file, problem, trace, project) for file in test_files if file not in suite.broken
+    ]
+    return cases, None
+
+
+def environment_group(problem: SuiteProblem) -> GroupState:
+    """The suite cannot start for a reason no patch may fix (tooling, options, a missing
+    plugin or gem): a group handed to a person as it is, never to the surgeon."""
+    line = problem.one_line()
+    case = TestCaseResult(
+        id="(suite)",
+        name="the test suite",
+        classname=LOAD_ERROR_CLASS,
+        status="error",
+        message=line,
+        error_type=problem.error_type or problem.tool,
+        trace=problem.detail or None,
+    )
+    signature = f"suite cannot start | {problem.tool} | {message_shape(problem.message)}"
+    group = FailureGroup(
+        id="g-" + hashlib.sha256(signature.encode()).hexdigest()[:10],
+        signature=signature,
+        error_type=case.error_type or problem.tool,
+        message_shape=message_shape(problem.message),
+        frame="",
+        tests=[case],
+    )
+    why = f"the test suite cannot start: {line}; a person must fix the environment, not the code"
+    return GroupState(
+        group=group, step="human", outcome="needs_human", reasons=[why], handoff_reasons=[why]
+    )

@@ -166,6 +166,9 @@ class Mapping(_Model):
     toolchain: ToolchainName
     files: list[MappedFile]
     untested: list[str]
+    warnings: list[str] = Field(
+        default_factory=list, description="Test files the framework would not run, and why"
+    )
 
 
 class CommandResult(_Model):
@@ -192,6 +195,27 @@ class LintOffense(_Model):
     correctable: bool = False
 
 
+class SuiteProblem(_Model):
+    """Why a test run never got to its tests (see tasks/toolchains/diagnose.py)."""
+
+    tool: str = Field(description="The tool that failed: pytest, rspec, bundler, python, ...")
+    cause: Literal["project", "environment"] = Field(
+        description="project: the project's code or specs do not load (repairable); "
+        "environment: tooling, options, missing plugins or gems (a person fixes it)"
+    )
+    message: str = Field(description="The real cause, one line")
+    hint: str | None = None
+    error_type: str | None = None
+    file: str | None = Field(None, description="Repository file the error points at")
+    line: int | None = None
+    detail: str = Field("", description="The output's head and tail, secrets redacted")
+
+    def one_line(self) -> str:
+        """``<tool>: <message> (<hint>)``."""
+        text = f"{self.tool}: {self.message}"
+        return f"{text} ({self.hint})" if self.hint else text
+
+
 class ValidationResult(_Model):
     """A spec or test file run with coverage and lint, as the gates see it."""
 
@@ -205,6 +229,9 @@ class ValidationResult(_Model):
     lint: list[LintOffense] = Field(default_factory=list)
     duration_s: float = 0.0
     reason: str | None = Field(None, description="Sandbox reason: timeout, limit, network, ...")
+    problem: SuiteProblem | None = Field(
+        None, description="When not loaded: what stopped the run, and whose problem it is"
+    )
 
     @property
     def passed(self) -> bool:

@@ -192,13 +192,28 @@ def test_audit_cli_json_on_python_package(tmp_path: Path, prefect_harness: None)
     )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
-    assert set(doc) == {"repo", "commit", "toolchain", "summary", "files"}
+    # The documented keys, plus (README) suite, prepared, errors, warnings.
+    assert set(doc) == {
+        *("repo", "commit", "toolchain", "summary", "files"),
+        *("suite", "prepared", "errors", "warnings"),
+    }
+    assert doc["suite"] == {"ran": True, "problem": None, "set_aside": {}}
     assert set(doc["summary"]) == {
         "files",
         "untested",
         "line_coverage",
         "specs_passing",
         "specs_failing",
+        "specs_not_run",
+        "tests",
+    }
+    assert doc["summary"]["tests"].pop("duration") >= 0
+    assert doc["summary"]["tests"] == {
+        "tests": 11,
+        "passed": 11,
+        "failed": 0,
+        "errors": 0,
+        "skipped": 0,
     }
     assert doc["toolchain"] == "python-pytest"
     f = doc["files"][0]
@@ -213,6 +228,8 @@ def test_audit_cli_json_on_python_package(tmp_path: Path, prefect_harness: None)
         "findings",
         "lint_offenses",
         "reason",
+        "covered_by",
+        "tests",
     }
     assert doc["summary"]["specs_failing"] == 0
     assert doc["summary"]["untested"] == sum(1 for f in doc["files"] if f["status"] == "untested")

@@ -49,8 +49,10 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("AUTOPILOT_MODEL__JUDGE_SAMPLES", "1")
     monkeypatch.setenv("AUTOPILOT_MODEL__MAX_RETRIES", "0")
     repo = make_example_repo("py_inventory", tmp_path / "inv")
-    # Only the two untested files are targets: the rest is covered and judged well enough.
-    (repo / "autopilot.toml").write_text("[gates]\nmin_coverage = 0.0\nmin_judge = 0.0\n")
+    # Two targets: reports.py (untested) and errors.py (no test of its own, but test_stock.py
+    # runs 10 of its 12 lines: tested by evidence, under 0.85 coverage). The rest is covered
+    # and judged well enough.
+    (repo / "autopilot.toml").write_text("[gates]\nmin_coverage = 0.85\nmin_judge = 0.0\n")
     git(repo, "add", "autopilot.toml")
     git(repo, "commit", "-qm", "eval settings")
     return repo

@@ -254,7 +254,9 @@ def _project_interpreter(tmp_path: Path) -> Path:
     (site / "extdep" / "__init__.py").write_text("ANSWER = 42\n")
     python = tmp_path / "venv-bin" / "python"
     python.parent.mkdir()
-    python.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{sys.executable}" "$@"\n')
+    # Like a virtualenv, it keeps what PYTHONPATH says and adds its own site directory.
+    path = f'PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{site}"'
+    python.write_text(f'#!/bin/sh\n{path} exec "{sys.executable}" "$@"\n')
     python.chmod(0o755)
     return python
 

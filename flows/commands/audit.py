@@ -1,11 +1,15 @@
 """`autopilot audit --repo PATH [--ref REF] [--json]`: coverage, lint, static rubric, pass/fail.
 
-No model is involved. Inputs are checked before the flow starts, so a bad repository or ref is one
-line on stderr (exit 2), never a flow-run traceback.
+No model is involved. Inputs are checked before the audit starts, so a bad repository or ref is
+one line on stderr (exit 2), never a flow-run traceback. With a Prefect server configured
+(``PREFECT_API_URL``) the audit is a flow run on it, visible in the UI; without one it runs
+in-process with no Prefect at all (an ephemeral server would cost ~10 s per audit). A suite that
+did not run, or a tool that failed, is one line each on stderr and exit 1.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -38,12 +42,18 @@ def _print_table(report: AuditReport) -> None:
             str(row["lint"]),
         )
     console.print(table)
-    s = report.summary
+    s, t = report.summary, report.summary.tests
     console.print(
         f"{s.files} files, {s.untested} untested, line coverage {s.line_coverage:.1%}, "
-        f"spec files passing {s.specs_passing}, failing {s.specs_failing}",
+        f"spec files passing {s.specs_passing}, failing {s.specs_failing}, "
+        f"no test ran {s.specs_not_run}; tests {t.tests}: {t.passed} passed, {t.failed} failed, "
+        f"{t.errors} errors, {t.skipped} skipped",
         markup=False,
     )
+    for note in report.prepared:
+        console.print(f"prepared: {note}", markup=False)
+    for warning in report.warnings:
+        console.print(f"warning: {warning}", markup=False)
 
 
 def check_inputs(repo: Path, ref: str) -> None:
@@ -58,25 +68,54 @@ def check_inputs(repo: Path, ref: str) -> None:
     detect_toolchain(repo, settings.toolchain)
 
 
-def run(repo: Path, ref: str, json_out: bool, verbose: bool = False) -> int:
+def run(repo: Path, ref: str, json_out: bool, verbose: bool | int = False) -> int:
     """Audit `repo` at `ref` and print the report (JSON or a table).
 
     Returns:
-        0 when the audit ran; 2 for bad input or configuration (one line on stderr).
+        0 when the audit ran; 1 when the suite did not run or a tool failed (one line each on
+        stderr); 2 for bad input or configuration (one line on stderr).
     """
     try:
         check_inputs(repo, ref)
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)
         return 2
-    from flows.audit import audit
-    from flows.runtime import flow_runtime
+    if api := os.environ.get("PREFECT_API_URL"):
+        import httpx
 
-    with flow_runtime(verbose):
-        report = audit(repo=str(repo), ref=ref)
+        from flows.audit import audit
+        from flows.runtime import flow_runtime
+
+        try:
+            with flow_runtime(verbose):
+                report = audit(repo=str(repo), ref=ref)
+        except (httpx.TransportError, RuntimeError) as exc:
+            if isinstance(exc, RuntimeError) and "Failed to reach API" not in str(exc):
+                raise
+            print(
+                f"autopilot: error: cannot reach the Prefect server at {api} ({exc}); unset "
+                "PREFECT_API_URL to audit without Prefect",
+                file=sys.stderr,
+            )
+            return 2
+    else:
+        from tasks.audit_run import audit_repo
+
+        report = audit_repo(repo, ref)
     if json_out:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
         sys.stdout.flush()
     else:
         _print_table(report)
-    return 0
+    for line in report_problems(report):
+        print(f"autopilot: {line}", file=sys.stderr)
+    return report.exit_code()
+
+
+def report_problems(report: AuditReport) -> list[str]:
+    """The report's failures, one line each: the suite that did not run, tools that failed."""
+    lines = []
+    if not report.suite.ran:
+        problem = report.suite.problem
+        lines.append(f"suite did not run: {problem.one_line() if problem else 'unknown cause'}")
+    return lines + [f"error: {e}" for e in report.errors]

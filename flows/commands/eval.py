@@ -112,7 +112,7 @@ def run(
     repo: Path,
     regressions: int = 0,
     json_out: bool = False,
-    verbose: bool = False,
+    verbose: bool | int = False,
     seed: int = 0,
     only: list[str] | None = None,
 ) -> int:

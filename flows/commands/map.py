@@ -33,6 +33,8 @@ def _print_table(mapping: Mapping) -> None:
         table.add_row(Text(f.source), f.kind.value, specs, status)
     console.print(table)
     console.print(f"{len(mapping.files)} files, {len(mapping.untested)} untested", markup=False)
+    for warning in mapping.warnings:
+        console.print(f"warning: {warning}", markup=False)
 
 
 def run(repo: Path, json_out: bool) -> int:
@@ -40,8 +42,8 @@ def run(repo: Path, json_out: bool) -> int:
 
     Args:
         repo: The target repository.
-        json_out: Print one JSON document ``{"toolchain", "files", "untested"}`` on stdout,
-            each file being ``{"source", "kind", "specs", "expected_spec"}``.
+        json_out: Print one JSON document ``{"toolchain", "files", "untested", "warnings"}``
+            on stdout, each file being ``{"source", "kind", "specs", "expected_spec"}``.
 
     Returns:
         0 when mapped; 2 when the repository cannot be used (one line on stderr).

@@ -114,7 +114,7 @@ def run(
     dask: str | None = None,
     push: bool = False,
     json_out: bool = False,
-    verbose: bool = False,
+    verbose: bool | int = False,
     max_model_calls: int | None = None,
     file_time_limit_s: float | None = None,
 ) -> int:
@@ -188,4 +188,6 @@ def run(
         sys.stdout.flush()
     else:
         _print_table(report)
+    if report.baseline_error:
+        print(f"autopilot: {report.baseline_error}", file=sys.stderr)
     return report.exit_code()

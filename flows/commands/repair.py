@@ -91,7 +91,7 @@ def run(
     human_timeout: float | None = None,
     archive: str | None = None,
     json_out: bool = False,
-    verbose: bool = False,
+    verbose: bool | int = False,
     resume: str | None = None,
 ) -> int:
     """Run the post-merge repair flow on `repo` and print its summary (JSON or a table).

@@ -43,7 +43,7 @@ def run(
     max_files: int | None = None,
     max_model_calls: int | None = None,
     limit: int | None = None,
-    verbose: bool = False,
+    verbose: bool | int = False,
 ) -> int:
     """Register the three deployments and serve their runs until interrupted.
 

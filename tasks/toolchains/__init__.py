@@ -6,20 +6,42 @@ a :class:`~tasks.toolchains.base.CommandRunner` (the sandbox).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from tasks.errors import ConfigError
 from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain, ToolchainError
 from tasks.types import ToolchainName
 
-__all__ = ["CommandRunner", "SuiteResult", "Toolchain", "ToolchainError", "get_toolchain"]
+if TYPE_CHECKING:
+    from tasks.config import Settings
+
+__all__ = [
+    "CommandRunner",
+    "SuiteResult",
+    "Toolchain",
+    "ToolchainError",
+    "get_toolchain",
+    "toolchain_for",
+]
 
 
-def get_toolchain(name: ToolchainName | str, python: str | None = None) -> Toolchain:
+def get_toolchain(
+    name: ToolchainName | str,
+    python: str | None = None,
+    *,
+    prepare: Sequence[str] = (),
+    home: Path | None = None,
+) -> Toolchain:
     """The toolchain called `name`.
 
     Args:
         name: ``ruby-rspec`` or ``python-pytest``.
         python: the interpreter python-pytest runs the tests with (the ``python`` setting);
-            None for Autopilot's own. Ignored by ruby-rspec.
+            None for Autopilot's own, isolated. Ignored by ruby-rspec.
+        prepare: commands to run once in a worktree before its tests (``prepare`` setting).
+        home: ``AUTOPILOT_HOME`` (where python-pytest keeps its isolated environment).
 
     Raises:
         ConfigError: no toolchain has that name.
@@ -28,9 +50,14 @@ def get_toolchain(name: ToolchainName | str, python: str | None = None) -> Toolc
     if name == "ruby-rspec":
         from tasks.toolchains.ruby import RubyRspecToolchain
 
-        return RubyRspecToolchain()
+        return RubyRspecToolchain(prepare=tuple(prepare))
     if name == "python-pytest":
         from tasks.toolchains.python import PythonPytestToolchain
 
-        return PythonPytestToolchain(python)
+        return PythonPytestToolchain(python, prepare=tuple(prepare), home=home)
     raise ConfigError(f"unknown toolchain {name!r} (expected ruby-rspec or python-pytest)")
+
+
+def toolchain_for(settings: Settings, name: ToolchainName | str) -> Toolchain:
+    """The toolchain `name` as the settings configure it (interpreter, prepare, home)."""
+    return get_toolchain(name, settings.python, prepare=settings.prepare, home=settings.home)

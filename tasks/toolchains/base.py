@@ -8,6 +8,7 @@ same code runs inside bwrap, Docker or a plain subprocess.
 from __future__ import annotations
 
 import hashlib
+import shlex
 import shutil
 import uuid
 from abc import ABC, abstractmethod
@@ -23,6 +24,7 @@ from tasks.types import (
     CommandResult,
     FileCoverage,
     LintOffense,
+    SuiteProblem,
     ToolchainName,
     ValidationResult,
 )
@@ -63,6 +65,27 @@ class SuiteResult(BaseModel):
     files: dict[str, FileCoverage] = Field(
         default_factory=dict, description="Coverage per repository-relative source path"
     )
+    tested_by: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="source -> test files that ran its function bodies (suite runs with "
+        "contexts only)",
+    )
+    prepared: list[str] = Field(
+        default_factory=list,
+        description="What was produced in the worktree before the run (generated files, "
+        "prepare commands), one note each",
+    )
+    broken: dict[str, str] = Field(
+        default_factory=dict, description="Test files set aside because they cannot run alone"
+    )
+    load_errors: dict[str, str] = Field(
+        default_factory=dict, description="Test file -> the error that kept it from loading"
+    )
+
+    @property
+    def ran(self) -> bool:
+        """The suite got to its tests (a failing test still counts as a run)."""
+        return self.validation.loaded and self.validation.reason is None
 
 
 class Toolchain(ABC):
@@ -73,11 +96,15 @@ class Toolchain(ABC):
     config_files: tuple[str, ...] = ()
     #: Files of ``tasks/toolchains/resources`` the toolchain brings into every run.
     resources: tuple[str, ...] = ()
+    #: Commands (``autopilot.toml``'s ``prepare``) run once in a worktree before its tests.
+    prepare: tuple[str, ...] = ()
 
     def config_digest(self, repo: Path) -> str:
         """The sha256 of what decides a validation besides the tests and the source: the
         project's tool configuration (`config_files`) and the toolchain's own resources."""
         digest = hashlib.sha256(self.name.encode())
+        for command in self.prepare:
+            digest.update(f"\0prepare:{command}".encode())
         for rel in self.config_files:
             path = repo / rel
             data = path.read_bytes() if path.is_file() else b"(absent)"
@@ -114,7 +141,7 @@ class Toolchain(ABC):
             The ValidationResult; ``loaded`` is False (with the tool's error text) when a test
             file cannot be loaded, and no example then counts as passed.
         """
-        result, _ = self.run_tests(
+        return self.run_tests(
             repo,
             specs,
             target,
@@ -122,8 +149,7 @@ class Toolchain(ABC):
             timeout_s=timeout_s,
             reports_dir=reports_dir,
             coverage=coverage,
-        )
-        return result
+        ).validation
 
     def run_suite(
         self,
@@ -133,16 +159,24 @@ class Toolchain(ABC):
         timeout_s: float | None = None,
         reports_dir: Path | None = None,
         exclude: list[str] | None = None,
+        contexts: bool = False,
     ) -> SuiteResult:
         """Run the whole suite with coverage of every source file.
 
         `exclude` lists repository-relative test files to leave out (e.g. ones that do not load,
-        so they cannot hide every other file's results).
+        so they cannot hide every other file's results). `contexts` also records which test
+        file ran which source lines (``tested_by``), at some cost: for baselines.
         """
-        result, files = self.run_tests(
-            repo, [], None, runner, timeout_s=timeout_s, reports_dir=reports_dir, exclude=exclude
+        return self.run_tests(
+            repo,
+            [],
+            None,
+            runner,
+            timeout_s=timeout_s,
+            reports_dir=reports_dir,
+            exclude=exclude,
+            contexts=contexts,
         )
-        return SuiteResult(validation=result, files=files)
 
     @abstractmethod
     def run_tests(
@@ -156,8 +190,44 @@ class Toolchain(ABC):
         reports_dir: Path | None,
         exclude: list[str] | None = None,
         coverage: bool = True,
-    ) -> tuple[ValidationResult, dict[str, FileCoverage]]:
-        """The one test run both entry points share: the result and the coverage per file."""
+        contexts: bool = False,
+    ) -> SuiteResult:
+        """The one test run both entry points share: the result, the coverage per file and,
+        with `contexts`, which test files ran which sources."""
+
+    def prepare_worktree(
+        self, repo: Path, runner: CommandRunner, env: Mapping[str, str]
+    ) -> list[str]:
+        """Run the project's declared ``prepare`` commands once in this worktree.
+
+        A marker under the scratch directory (named after the commands) makes later runs in
+        the same worktree skip them. Returns one note per command run.
+
+        Raises:
+            ToolchainError: a command failed (its real message, one line).
+        """
+        if not self.prepare:
+            return []
+        key = hashlib.sha256("\0".join(self.prepare).encode()).hexdigest()[:16]
+        marker = scratch_base(repo) / f"prepared-{key}"
+        if marker.exists():
+            return []
+        notes: list[str] = []
+        for command in self.prepare:
+            try:
+                argv = shlex.split(command)
+            except ValueError as exc:
+                raise ToolchainError(f"prepare command {command!r}: {exc}") from None
+            if not argv:
+                continue
+            cmd = runner.run(argv, cwd=repo, env=env)
+            if cmd.reason or cmd.exit_code != 0:
+                why = cmd.reason or f"exit {cmd.exit_code}"
+                output = shorten_middle((cmd.stderr or cmd.stdout).strip(), 600)
+                raise ToolchainError(f"prepare command {command!r} failed ({why}): {output}")
+            notes.append(f"prepare: {command} (exit 0)")
+        marker.write_text("\n".join(self.prepare) + "\n", encoding="utf-8")
+        return notes
 
     @abstractmethod
     def lint(
@@ -169,29 +239,59 @@ class Toolchain(ABC):
         """
 
 
+def not_run(
+    toolchain: ToolchainName, specs: list[str], target: str | None, tool: str, message: str
+) -> SuiteResult:
+    """A run that never started because of the environment (e.g. a prepare command failed)."""
+    problem = SuiteProblem(tool=tool, cause="environment", message=message)
+    result = ValidationResult(
+        toolchain=toolchain,
+        loaded=False,
+        load_error=message,
+        specs=list(specs),
+        target=target,
+        problem=problem,
+    )
+    return SuiteResult(validation=result)
+
+
 def scratch_dir(repo: Path) -> Path:
     """A fresh directory for one run's reports, inside the repository but ignored by git.
 
     The directory holds a ``.gitignore`` of ``*`` so the reports never show in ``git status``
     nor get committed with accepted tests.
     """
+    run_dir = scratch_base(repo) / uuid.uuid4().hex[:12]
+    run_dir.mkdir()
+    return run_dir
+
+
+def scratch_base(repo: Path) -> Path:
+    """``<repo>/.autopilot-tmp``, created with a ``.gitignore`` of ``*`` when missing."""
     base = repo / SCRATCH_DIR
     base.mkdir(exist_ok=True)
     ignore = base / ".gitignore"
     if not ignore.exists():
         ignore.write_text("*\n", encoding="utf-8")
-    run_dir = base / uuid.uuid4().hex[:12]
-    run_dir.mkdir()
-    return run_dir
+    return base
+
+
+def copy_resource(name: str, run_dir: Path) -> Path:
+    """Copy ``resources/<name>`` into `run_dir`, the one directory every sandbox sees."""
+    dest = run_dir / name
+    shutil.copyfile(resource_path(f"tasks/toolchains/resources/{name}"), dest)
+    return dest
 
 
 def keep_reports(run_dir: Path, reports_dir: Path) -> None:
     """Copy one run's reports (not the helper scripts) to `reports_dir`, keeping their names."""
     reports_dir.mkdir(parents=True, exist_ok=True)
     for item in run_dir.iterdir():
+        if item.name == ".pytest_cache":
+            continue
         if item.is_dir():
             shutil.copytree(item, reports_dir / item.name, dirs_exist_ok=True)
-        elif item.suffix != ".rb":
+        elif item.suffix not in (".rb", ".py"):
             shutil.copy2(item, reports_dir / item.name)
 
 

@@ -5,37 +5,51 @@ is copied into the run's scratch directory and loaded through ``RUBYOPT=-r`` bef
 application, so SimpleCov measures every run even when the project's spec helper never starts
 it, and a project that does start it keeps working (its second ``SimpleCov.start`` only applies
 configuration). Each run writes its resultset to its own directory with its own command name, so
-parallel runs in one worktree never merge into each other.
+parallel runs in one worktree never merge into each other. A baseline run also loads
+``resources/autopilot_rspec_contexts.rb`` (``rspec --require``), which credits each spec file with
+the source lines it ran: the evidence that maps specs to sources whatever their names.
+
+A run that never got to its examples (Bundler refusing the Gemfile, a helper that does not load,
+errors outside examples) is not loaded, with a :class:`~tasks.types.SuiteProblem` naming the real
+cause. Lint honours the project's configuration: its ``.rubocop.yml``, or Standard's
+``.standard.yml`` through ``standardrb``; a gem the configuration needs that is missing, or a
+Ruby version RuboCop does not know, is one clear line with the fix.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
+import re
 from pathlib import Path
 from typing import Any
 
 from tasks.coverage import parse_coverage
 from tasks.errors import CoverageError
-from tasks.resources import resource_path
+from tasks.evidence import LineContexts, exercised_by
 from tasks.stacktrace import locations_from_trace
 from tasks.toolchains.base import (
     LINT_TIMEOUT_S,
     CommandRunner,
+    SuiteResult,
     Toolchain,
     ToolchainError,
+    copy_resource,
     join_messages,
     keep_reports,
+    not_run,
     relative_path,
     remove_scratch,
     scratch_dir,
     tail,
 )
+from tasks.toolchains.diagnose import diagnose_rspec
+from tasks.toolchains.rubylint import lint_command, lint_error
 from tasks.types import (
     CommandResult,
     FileCoverage,
     LintOffense,
+    SuiteProblem,
     TestCaseResult,
     TestStatus,
     ValidationResult,
@@ -44,6 +58,7 @@ from tasks.types import (
 log = logging.getLogger(__name__)
 
 HELPER_NAME = "autopilot_simplecov.rb"
+CONTEXTS_NAME = "autopilot_rspec_contexts.rb"
 #: RuboCop settings for a project without its own (named so that RuboCop resolves the paths in
 #: it against the working directory, the project).
 DEFAULT_RUBOCOP_CONFIG = "autopilot_rubocop.yml"
@@ -61,14 +76,6 @@ def _uses_bundler(repo: Path, gem: str) -> bool:
     return gem in gemfile.read_text(encoding="utf-8", errors="replace")
 
 
-def _copy_resource(name: str, run_dir: Path) -> Path:
-    # Copied into the repository because it is the one directory every sandbox backend
-    # (bwrap, docker) is guaranteed to see.
-    dest = run_dir / name
-    shutil.copyfile(resource_path(f"tasks/toolchains/resources/{name}"), dest)
-    return dest
-
-
 def has_rubocop_config(repo: Path, files: list[str]) -> bool:
     """Whether RuboCop finds a configuration for any of `files`.
 
@@ -84,10 +91,14 @@ def has_rubocop_config(repo: Path, files: list[str]) -> bool:
     return False
 
 
-def rspec_argv(repo: Path, specs: list[str], json_out: Path) -> list[str]:
+def rspec_argv(
+    repo: Path, specs: list[str], json_out: Path, requires: list[Path] | None = None
+) -> list[str]:
     """The RSpec command: progress on stdout, the JSON report to `json_out`."""
     base = ["bundle", "exec", "rspec"] if _uses_bundler(repo, "rspec") else ["rspec"]
-    return [*base, "--format", "progress", "--format", "json", "--out", str(json_out), *specs]
+    extra = [arg for path in requires or [] for arg in ("--require", str(path))]
+    formats = ["--format", "progress", "--format", "json", "--out", str(json_out)]
+    return [*base, *extra, *formats, *specs]
 
 
 def run_tests(
@@ -100,17 +111,21 @@ def run_tests(
     reports_dir: Path | None,
     exclude: list[str] | None = None,
     coverage: bool = True,
-) -> tuple[ValidationResult, dict[str, FileCoverage]]:
+    contexts: bool = False,
+    chain: Toolchain | None = None,
+) -> SuiteResult:
     """Run spec files (or the suite) with RSpec's JSON formatter and our SimpleCov helper.
 
     The helper is loaded with ``RUBYOPT=-r`` (the project's spec helper need not start
     SimpleCov); `exclude` names the remaining spec files, RSpec's --exclude-pattern being a
-    single glob. See :meth:`Toolchain.run_specs` for the arguments.
+    single glob; `contexts` credits each spec file with the lines it ran. `chain` brings the
+    toolchain's ``prepare`` commands. See :meth:`Toolchain.run_specs` for the arguments.
     """
     repo = repo.resolve()
     run_dir = scratch_dir(repo)
+    prepared: list[str] = []
     try:
-        helper = _copy_resource(HELPER_NAME, run_dir)
+        helper = copy_resource(HELPER_NAME, run_dir)
         json_out = run_dir / "rspec.json"
         coverage_dir = run_dir / "coverage"
         track = DEFAULT_TRACK if target is None else f"{{app/**/*.rb,lib/**/*.rb,{target}}}"
@@ -132,19 +147,74 @@ def run_tests(
             )
         else:
             specs_run = specs
-        argv = rspec_argv(repo, specs_run, json_out)
+        requires: list[Path] = []
+        contexts_out = run_dir / "contexts.json"
+        if contexts and coverage:
+            requires.append(copy_resource(CONTEXTS_NAME, run_dir))
+            env["AUTOPILOT_CONTEXTS_FILE"] = str(contexts_out)
+        if chain is not None:
+            try:
+                prepared = chain.prepare_worktree(repo, runner, {"RAILS_ENV": "test"})
+            except ToolchainError as exc:
+                return not_run("ruby-rspec", specs, target, "prepare", str(exc))
+        argv = rspec_argv(repo, specs_run, json_out, requires)
         cmd = runner.run(argv, cwd=repo, env=env, timeout_s=timeout_s)
         result = parse_rspec_run(repo, json_out, cmd)
         result.specs = list(specs)
         result.target = target
-        files = _coverage(repo, coverage_dir / ".resultset.json") if coverage else {}
+        suite = SuiteResult(
+            validation=result, prepared=prepared, load_errors=load_errors_by_file(json_out)
+        )
+        if coverage:
+            suite.files = _coverage(repo, coverage_dir / ".resultset.json")
+        if contexts_out.is_file():
+            suite.tested_by = exercised_by(load_contexts(contexts_out, repo), repo)
         if target is not None:
-            result.coverage = files.get(target)
+            result.coverage = suite.files.get(target)
         if reports_dir is not None:
             keep_reports(run_dir, reports_dir)
-        return result, files
+        return suite
     finally:
         remove_scratch(run_dir)
+
+
+_LOADING = re.compile(r"An error occurred while loading (?:\./)?(?P<path>\S+?_spec\.rb)")
+
+
+def load_errors_by_file(json_out: Path) -> dict[str, str]:
+    """Spec file -> RSpec's message about why it did not load, from the JSON report."""
+    try:
+        data = json.loads(json_out.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    messages = data.get("messages") if isinstance(data, dict) else None
+    out: dict[str, str] = {}
+    for message in messages if isinstance(messages, list) else []:
+        m = _LOADING.search(message) if isinstance(message, str) else None
+        if m:
+            out.setdefault(m.group("path"), message.strip())
+    return out
+
+
+def load_contexts(path: Path, repo: Path) -> LineContexts:
+    """source -> spec file -> lines, from the contexts helper's JSON (outsiders dropped)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        log.warning("%s: unusable spec contexts (%s)", path, exc)
+        return {}
+    out: LineContexts = {}
+    for spec, files in data.items() if isinstance(data, dict) else []:
+        if not isinstance(files, dict):
+            continue
+        spec_rel = relative_path(str(spec), repo).removeprefix("./")
+        for file, lines in files.items():
+            source = relative_path(str(file), repo)
+            if source.startswith("/") or not isinstance(lines, list):
+                continue
+            numbers = {n for n in lines if isinstance(n, int)}
+            out.setdefault(source, {}).setdefault(spec_rel, set()).update(numbers)
+    return out
 
 
 def _coverage(repo: Path, resultset: Path) -> dict[str, FileCoverage]:
@@ -174,6 +244,15 @@ def parse_rspec_run(repo: Path, json_out: Path, cmd: CommandResult) -> Validatio
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as exc:
         why = cmd.reason or f"no usable RSpec JSON report ({exc.__class__.__name__})"
+        if cmd.reason:
+            base.problem = SuiteProblem(
+                tool="rspec", cause="environment", message=f"stopped: {cmd.reason}"
+            )
+        else:
+            base.problem = diagnose_rspec(cmd.stdout + "\n" + cmd.stderr, cmd.exit_code, repo)
+            if base.problem.message.startswith("rspec exited"):  # nothing more telling found
+                base.problem.message = why
+            why = base.problem.message
         base.load_error = f"rspec exited {cmd.exit_code}: {why}\n{output}".strip()
         return base
     base.examples = [_example(repo, e) for e in data.get("examples") or [] if isinstance(e, dict)]
@@ -184,6 +263,7 @@ def parse_rspec_run(repo: Path, json_out: Path, cmd: CommandResult) -> Validatio
     if outside or (cmd.exit_code != 0 and not base.examples):
         text = join_messages(messages) or output or f"rspec exited {cmd.exit_code}"
         base.load_error = text
+        base.problem = diagnose_rspec(cmd.stdout + "\n" + cmd.stderr, cmd.exit_code, repo, messages)
         return base
     base.loaded = True
     return base
@@ -233,36 +313,38 @@ def _number(value: Any) -> float:
 def lint(
     repo: Path, files: list[str], autocorrect: bool, runner: CommandRunner
 ) -> list[LintOffense]:
-    """RuboCop the given files; returns the remaining offences.
+    """RuboCop (or Standard) the given files; returns the remaining offences.
 
-    The project's own configuration decides what counts. A project without one is linted with
+    The project's own configuration decides what counts: its ``.rubocop.yml``, or Standard's
+    ``.standard.yml`` run through ``standardrb``. A project with neither is linted with
     ``resources/autopilot_rubocop.yml``: RuboCop's defaults, less the cops that do not fit specs
-    (an example group is one long block). `autocorrect` applies every correction RuboCop has,
-    unsafe ones included (``--autocorrect-all``): it is only asked for files the model wrote,
-    and those are run again after the lint, so a correction that changed behaviour fails the run.
+    (an example group is one long block). `autocorrect` applies every correction the linter
+    has, unsafe ones included: it is only asked for files the model wrote, and those are run
+    again after the lint, so a correction that changed behaviour fails the run.
 
     Raises:
-        ToolchainError: RuboCop failed (exit 2: bad config, crash) or printed no JSON.
+        ToolchainError: the linter failed (bad or unknown configuration, a gem it needs is
+            missing, a Ruby version it does not know): one line with the real cause and a hint.
     """
     if not files:
         return []
     repo = repo.resolve()
-    base = ["bundle", "exec", "rubocop"] if _uses_bundler(repo, "rubocop") else ["rubocop"]
-    argv = [*base, "--format", "json", "--no-color", "--force-exclusion"]
-    if autocorrect:
-        argv.append("--autocorrect-all")
     run_dir = None if has_rubocop_config(repo, files) else scratch_dir(repo)
     try:
-        if run_dir is not None:
-            argv += ["--config", str(_copy_resource(DEFAULT_RUBOCOP_CONFIG, run_dir))]
+        default = None if run_dir is None else copy_resource(DEFAULT_RUBOCOP_CONFIG, run_dir)
+        tool, argv = lint_command(repo, files, autocorrect, default, _uses_bundler)
         cmd = runner.run([*argv, "--", *files], cwd=repo, timeout_s=LINT_TIMEOUT_S)
     finally:
         if run_dir is not None:
             remove_scratch(run_dir)
     if cmd.reason or cmd.exit_code not in (0, 1):
-        why = cmd.reason or f"exit {cmd.exit_code}"
-        raise ToolchainError(f"rubocop on {', '.join(files)}: {why}: {tail(cmd.stderr, 500)}")
-    return parse_rubocop_json(cmd.stdout, repo)
+        raise ToolchainError(lint_error(tool, cmd, repo))
+    try:
+        return parse_rubocop_json(cmd.stdout, repo)
+    except ToolchainError:
+        if cmd.exit_code == 0:
+            raise
+        raise ToolchainError(lint_error(tool, cmd, repo)) from None
 
 
 def parse_rubocop_json(text: str, repo: Path) -> list[LintOffense]:
@@ -301,6 +383,7 @@ class RubyRspecToolchain(Toolchain):
     config_files = (
         ".rubocop.yml",
         "spec/.rubocop.yml",
+        ".standard.yml",
         ".rubocop_todo.yml",
         ".rspec",
         ".simplecov",
@@ -308,6 +391,12 @@ class RubyRspecToolchain(Toolchain):
         "Gemfile.lock",
         ".ruby-version",
     )
-    resources = (HELPER_NAME, DEFAULT_RUBOCOP_CONFIG)
-    run_tests = staticmethod(run_tests)
+    resources = (HELPER_NAME, DEFAULT_RUBOCOP_CONFIG, CONTEXTS_NAME)
     lint = staticmethod(lint)
+
+    def __init__(self, prepare: tuple[str, ...] = ()) -> None:
+        self.prepare = tuple(prepare)
+
+    def run_tests(self, *args: Any, **kwargs: Any) -> SuiteResult:
+        """:func:`run_tests` with this toolchain's prepare commands."""
+        return run_tests(*args, chain=self, **kwargs)

@@ -1,0 +1,119 @@
+"""Loaded by Test Autopilot into the project's pytest run (``-p autopilot_pytest_plugin``).
+
+It runs with the project's interpreter, so it uses nothing but the standard library, pytest and
+(when present) coverage, and keeps to hooks pytest has had for years. It does four things:
+
+- The worktree's package roots come first on ``sys.path`` (an editable install of the user's
+  checkout, even one that inserts itself at the front, can never win over the worktree).
+- pytest-cov gives way to the ``coverage run`` Autopilot wraps the session in (as if
+  ``--no-cov`` had been given: the project's ``--cov`` options stay valid), and pytest-xdist
+  runs the tests in this one process (``-n 0``), so coverage sees every test.
+- With ``AUTOPILOT_CONTEXTS=1`` coverage records which test file ran each line (one dynamic
+  context per test file), the evidence for mapping tests to sources.
+- At the end it writes a status file: how many tests were collected and reported, pytest's
+  exit status, the rootdir, and where the project's packages were imported from.
+
+Settings come from the environment: AUTOPILOT_STATUS (status file), AUTOPILOT_ROOTS (JSON list
+of directories), AUTOPILOT_PACKAGES (JSON list of the project's top-level package names),
+AUTOPILOT_CONTEXTS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import pytest
+
+_STATUS = os.environ.get("AUTOPILOT_STATUS", "")
+_ROOTS = json.loads(os.environ.get("AUTOPILOT_ROOTS", "[]"))
+_PACKAGES = json.loads(os.environ.get("AUTOPILOT_PACKAGES", "[]"))
+_CONTEXTS = os.environ.get("AUTOPILOT_CONTEXTS") == "1"
+
+for _root in reversed(_ROOTS):
+    while _root in sys.path:
+        sys.path.remove(_root)
+    sys.path.insert(0, _root)
+
+_state: dict[str, Any] = {"collected": None, "exitstatus": None, "rootdir": None}
+_reported: set[str] = set()
+_context: dict[str, str | None] = {"current": None}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_load_initial_conftests(early_config: Any, parser: Any, args: Any) -> Any:
+    options = early_config.known_args_namespace
+    if hasattr(options, "no_cov"):
+        options.no_cov = True
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_cmdline_main(config: Any) -> Any:
+    option = config.option
+    if getattr(option, "numprocesses", None):
+        option.numprocesses = 0
+    if hasattr(option, "numprocesses"):
+        option.dist = "no"
+        option.tx = []
+    yield
+
+
+def pytest_collection_finish(session: Any) -> None:
+    _state["collected"] = len(session.items)
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        _reported.add(report.nodeid)
+
+
+def _coverage() -> Any:
+    try:
+        import coverage
+    except ImportError:
+        return None
+    current = getattr(coverage.Coverage, "current", None)
+    return current() if current is not None else None
+
+
+if _CONTEXTS:
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
+        path = str(getattr(item, "path", None) or item.fspath)
+        if path != _context["current"]:
+            cov = _coverage()
+            if cov is not None:
+                try:
+                    cov.switch_context(path)
+                    _context["current"] = path
+                except Exception:  # the project's own dynamic_context: no per-test evidence
+                    pass
+        yield
+
+
+def _imported_from(name: str) -> str | None:
+    module = sys.modules.get(name)
+    if module is None:
+        return None
+    where: str | None = getattr(module, "__file__", None)
+    if where is None:
+        paths = list(getattr(module, "__path__", []) or [])
+        where = paths[0] if paths else None
+    return where
+
+
+def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
+    _state["reported"] = len(_reported)
+    _state["exitstatus"] = int(exitstatus)
+    _state["rootdir"] = str(getattr(session.config, "rootpath", None) or session.config.rootdir)
+    _state["stopped"] = str(session.shouldstop or session.shouldfail or "") or None
+    imports = {name: _imported_from(name) for name in _PACKAGES}
+    _state["imports"] = {name: where for name, where in imports.items() if where is not None}
+    if not _STATUS:
+        return
+    with open(_STATUS, "w", encoding="utf-8") as fh:
+        json.dump(_state, fh)
