@@ -214,6 +214,7 @@ def test_audit_cli_json_on_python_package(tmp_path: Path, prefect_harness: None)
         "failed": 0,
         "errors": 0,
         "skipped": 0,
+        "duplicates": 0,
     }
     assert doc["toolchain"] == "python-pytest"
     f = doc["files"][0]

@@ -100,6 +100,7 @@ def test_pytest_cov_in_addopts_gives_coverage_pys_own_numbers(
         "failed": 0,
         "errors": 0,
         "skipped": 0,
+        "duplicates": 0,
     }
     by = {f.source: f for f in report.files}
     for source in ("src/calc/ops.py", "src/calc/fmt.py"):
