@@ -285,6 +285,7 @@ def test_specs_are_counted_once_whatever_path_form_the_report_uses(tmp_path: Pat
         "failed": 0,
         "errors": 0,
         "skipped": 1,
+        "duplicates": 0,
     }
     assert report.files[0].tests.tests == 2 and report.files[0].status == "tested"
 
