@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tasks.errors import ReportError
 from tasks.reports_ids import CaseIds
-from tasks.reports_junit import Record, iter_junit
+from tasks.reports_junit import Record, junit_batches
 from tasks.reports_rspec import parse_rspec_json
 from tasks.stacktrace import PathNormaliser
 
@@ -52,7 +52,7 @@ def _first_significant(head: bytes) -> tuple[str, str]:
     return "other", f"starts with {first!r}"
 
 
-def _cases(path: Path, repo: Path | None, norm: PathNormaliser) -> Iterator[Record]:
+def _batches(path: Path, norm: PathNormaliser) -> Iterator[list[Record]]:
     source = str(path)
     try:
         stream = path.open("rb")
@@ -74,7 +74,7 @@ def _cases(path: Path, repo: Path | None, norm: PathNormaliser) -> Iterator[Reco
             raise ReportError(source, f"{_NOT_A_REPORT} ({detail})")
         if kind == "xml":
             try:
-                yield from iter_junit(source, stream, head, repo, norm)
+                yield from junit_batches(source, stream, head, norm)
             except OSError as exc:
                 raise ReportError(source, f"cannot read: {exc.strerror or exc}") from None
             return
@@ -82,7 +82,7 @@ def _cases(path: Path, repo: Path | None, norm: PathNormaliser) -> Iterator[Reco
             data = head + stream.read()
         except OSError as exc:
             raise ReportError(source, f"cannot read: {exc.strerror or exc}") from None
-    yield from parse_rspec_json(source, data, norm)
+    yield parse_rspec_json(source, data, norm)
 
 
 def iter_records(
@@ -108,14 +108,25 @@ def iter_records(
         ReportError: when the file is missing, unreadable, empty, hostile or not a report.
             Cases already yielded from a file that then fails belong to a broken report.
     """
+    for batch in record_batches(path, repo, normalise, ids):
+        yield from batch
+
+
+def record_batches(
+    path: Path,
+    repo: Path | None = None,
+    normalise: PathNormaliser | None = None,
+    ids: CaseIds | None = None,
+) -> Iterator[list[Record]]:
+    """The records of :func:`iter_records` in lists, as they are read (fewer steps per case)."""
     norm = normalise if normalise is not None else PathNormaliser(repo)
     registry = ids if ids is not None else CaseIds()
-    claim = registry.claim
+    claim_all = registry.claim_all
     done = False
     try:
-        for record in _cases(path, repo, norm):
-            record["id"], record["duplicate_of"] = claim(record["id"])
-            yield record
+        for batch in _batches(path, norm):
+            claim_all(batch)
+            yield batch
         done = True
     finally:
         if done:

@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from tasks.errors import ReportError
 from tasks.reports_ids import CaseIds
-from tasks.reports_stream import iter_records
+from tasks.reports_stream import record_batches
 from tasks.stacktrace import PathNormaliser
 
 if TYPE_CHECKING:
@@ -59,40 +59,39 @@ class _Tally:
 
 
 _ENCODE = json.JSONEncoder().encode
+_LOCATION = '{"path": %s, "line": %d}'
 
 
-_PLAIN = (
-    '{"id": %s, "name": %s, "classname": %s, "file": %s, "line": %s, "status": "%s", '
-    '"duration": %r, "message": null, "error_type": null, "trace": null, "locations": [], '
-    '"other_results": [], "duplicate_of": null}'
-)
+def _str_or_null(value: str | None) -> str:
+    return "null" if value is None else _quote(value)
 
 
 def case_json(record: dict[str, Any]) -> str:
-    """One record as JSON, byte-identical to ``json.dumps(record)``.
+    """One record as JSON, byte-identical to ``json.dumps`` of it without stdout/stderr.
 
-    Most cases pass and carry no message, trace or locations: for those the document is
-    filled into a template (3-4x faster than encoding the dict and its keys every time),
-    everything else goes through the JSON encoder.
+    The document is filled into a template field by field (several times faster than
+    encoding the dict and its keys every time); only a case's further results, which few
+    cases have, and a duration JSON cannot write as a number go through the JSON encoder.
     """
-    if (
-        record["message"] is None
-        and record["trace"] is None
-        and record["error_type"] is None
-        and not record["other_results"]
-        and record["duplicate_of"] is None
-    ):
-        file, line = record["file"], record["line"]
-        return _PLAIN % (
-            _quote(record["id"]),
-            _quote(record["name"]),
-            _quote(record["classname"]),
-            "null" if file is None else _quote(file),
-            "null" if line is None else line,
-            record["status"],
-            record["duration"],
+    duration = record["duration"]
+    if not -1e308 < duration < 1e308 or record["other_results"]:
+        return _ENCODE({k: v for k, v in record.items() if k not in ("stdout", "stderr")})
+    line = record["line"]
+    locations = record["locations"]
+    return (
+        f'{{"id": {_quote(record["id"])}, "name": {_quote(record["name"])}, '
+        f'"classname": {_quote(record["classname"])}, "file": {_str_or_null(record["file"])}, '
+        f'"line": {"null" if line is None else line}, "status": "{record["status"]}", '
+        f'"duration": {duration!r}, "message": {_str_or_null(record["message"])}, '
+        f'"error_type": {_str_or_null(record["error_type"])}, '
+        f'"trace": {_str_or_null(record["trace"])}, "locations": ['
+        + (
+            ", ".join([_LOCATION % (_quote(x["path"]), x["line"]) for x in locations])
+            if locations
+            else ""
         )
-    return _ENCODE(record)
+        + f'], "other_results": [], "duplicate_of": {_str_or_null(record["duplicate_of"])}}}'
+    )
 
 
 def _parse_into(
@@ -100,44 +99,31 @@ def _parse_into(
 ) -> tuple[_Tally, list[dict[str, str]]]:
     """Stream every report's cases into ``spool`` (JSON) and/or ``failing`` (the table)."""
     tally = _Tally()
-    # Records go to JSON as they are: they carry TestCaseResult's fields in its order, and
-    # validating 200k of them only to serialise them again would double the run time.
-    dumps = case_json
     errors: list[dict[str, str]] = []
     norm = PathNormaliser(None)
     ids = CaseIds()
-    counts = tally.counts
     for path in reports:
         snap = tally.snapshot()
         position = spool.tell() if spool is not None else 0
         kept = len(failing) if failing is not None else 0
-        # Every case is written as ",\n{...}" in batches; run() drops the very first comma.
-        batch: list[str] = []
         try:
-            duration = tally.duration
-            for record in iter_records(path, None, norm, ids):
-                status = record["status"]
-                counts[status] += 1
-                duration += record["duration"]
-                if record["duplicate_of"] is not None:
-                    tally.duplicates += 1
+            for batch in record_batches(path, None, norm, ids):
+                _count(tally, batch)
                 if failing is not None:
-                    if status in ("failed", "error") and len(failing) < TABLE_LIMIT:
-                        failing.append(record)
-                    continue
+                    room = TABLE_LIMIT - len(failing)
+                    if room > 0:
+                        failing.extend(
+                            [r for r in batch if r["status"] in ("failed", "error")][:room]
+                        )
                 if spool is not None:
-                    del record["stdout"], record["stderr"]  # excluded from dumps, as in the model
-                    batch.append(dumps(record))
-                    if len(batch) >= 1024:
-                        spool.write((",\n" + ",\n".join(batch)).encode())
-                        batch = []
-            if spool is not None and batch:
-                spool.write((",\n" + ",\n".join(batch)).encode())
-            tally.duration = duration
+                    # Records go to JSON as they are: they carry TestCaseResult's fields in its
+                    # order, and validating 200k of them only to serialise them again would
+                    # double the run time. Every case is written as ",\n{...}"; run() drops
+                    # the very first comma.
+                    spool.write((",\n" + ",\n".join(map(case_json, batch))).encode())
         except ReportError as exc:
             # A broken report contributes nothing, exactly as parse_reports() treats it.
             tally.restore(snap)
-            counts = tally.counts
             if failing is not None:
                 del failing[kept:]
             if spool is not None:
@@ -145,6 +131,20 @@ def _parse_into(
                 spool.truncate()
             errors.append({"file": exc.file, "error": exc.reason})
     return tally, errors
+
+
+def _count(tally: _Tally, batch: list[dict[str, Any]]) -> None:
+    """Add a batch of records to the running counts (in report order, as RunSummary.of)."""
+    counts = tally.counts
+    duration = tally.duration
+    duplicates = 0
+    for record in batch:
+        counts[record["status"]] += 1
+        duration += record["duration"]
+        if record["duplicate_of"] is not None:
+            duplicates += 1
+    tally.duration = duration
+    tally.duplicates += duplicates
 
 
 def _summary_line(summary: dict[str, Any], parsed: int) -> str:
