@@ -20,7 +20,6 @@ so later steps that key on ids (grouping, repair, diffing runs) never merge diff
 
 from __future__ import annotations
 
-from array import array
 from functools import lru_cache
 from typing import Any
 
@@ -59,10 +58,6 @@ def base_id(file: str | None, line: int | None, classname: str, name: str, suite
     return f"{where}::{name}"
 
 
-_EMPTY = 0
-_GONE = -1  # a slot freed by rollback; hash() never returns -1
-
-
 class CaseIds:
     """Makes case ids unique across the reports of one run.
 
@@ -70,101 +65,61 @@ class CaseIds:
     :meth:`rollback` (it failed: its cases are dropped, so their ids are free again).
 
     Memory: the ids themselves are not kept, only their 64-bit hashes (``hash()``, keyed per
-    process) in an open-addressing table at most half full: 16-32 bytes per case where a set
-    of the ids took ~110. Two different ids with the same hash would make the later one a
-    false duplicate; with n cases that has a chance of about n**2 / 2**65 (3e-8 for 1M cases).
+    process), ~75 bytes per case where a set of the ids took ~110 and kept every id string
+    alive. Two different ids with the same hash would make the later one a false duplicate;
+    with n cases the chance is about n**2 / 2**65 (3e-8 for a million cases).
     """
 
     def __init__(self) -> None:
         """Start with no ids taken."""
-        self._table = array("q", bytes(8 * 1024))
-        self._mask = 1023
-        self._used = 0  # slots holding a hash or _GONE
-        self._pending = array("q")  # hashes claimed by the report being read
+        self._taken: set[int] = set()
+        self._pending: set[int] = set()
         self._next: dict[str, int] = {}  # next number to try for an id that repeated
         self._next_taken: dict[str, int] = {}
 
+    def _add(self, h: int) -> bool:
+        """Add hash ``h`` unless taken; True when added."""
+        if h in self._taken or h in self._pending:
+            return False
+        self._pending.add(h)
+        return True
+
     def claim(self, base: str) -> tuple[str, str | None]:
         """Return (unique id, the id it duplicates or None) for a case whose id is ``base``."""
-        if self._add(hash(base) or 1):
+        if self._add(hash(base)):
             return base, None
         n = self._next.get(base, 2)
-        while not self._add(hash(candidate := f"{base}#{n}") or 1):
+        while not self._add(hash(candidate := f"{base}#{n}")):
             n += 1
         self._next[base] = n + 1
         return candidate, base
 
-    def claim_all(self, records: list[dict[str, Any]]) -> int:
-        """Make the ``id`` of every record unique (setting ``duplicate_of``); return duplicates.
+    def claim_all(self, records: list[dict[str, Any]]) -> None:
+        """:meth:`claim` the ``id`` of every record in order, setting ``id`` and ``duplicate_of``.
 
-        The same as :meth:`claim` per record, in one loop (the per-case hot path).
+        The usual batch, all ids new, is checked with set operations in one step.
         """
-        table, mask = self._table, self._mask
-        pending = self._pending.append
-        duplicates = 0
+        new = set(map(hash, [record["id"] for record in records]))
+        if (
+            len(new) == len(records)
+            and new.isdisjoint(self._pending)
+            and (not self._taken or new.isdisjoint(self._taken))
+        ):
+            self._pending |= new
+            return
         for record in records:
-            h = hash(record["id"]) or 1
-            i = h & mask
-            v = table[i]
-            while v:
-                if v == h:
-                    break
-                i = (i + 1) & mask
-                v = table[i]
-            if v or (self._used + 1) * 2 > len(table):  # a duplicate, or time to grow
-                record["id"], record["duplicate_of"] = self.claim(record["id"])
-                duplicates += record["duplicate_of"] is not None
-                table, mask = self._table, self._mask
-                continue
-            table[i] = h
-            pending(h)
-            self._used += 1
-        return duplicates
-
-    def _add(self, h: int) -> bool:
-        """Add hash ``h`` unless present; True when added."""
-        if (self._used + 1) * 2 > len(self._table):
-            self._grow()
-        table, mask = self._table, self._mask
-        i = h & mask
-        while (v := table[i]) != _EMPTY:
-            if v == h:
-                return False
-            i = (i + 1) & mask
-        table[i] = h
-        self._pending.append(h)
-        self._used += 1
-        return True
-
-    def _grow(self) -> None:
-        """Rehash into a table twice as large (dropping the slots rollback freed)."""
-        old = self._table
-        live = sum(1 for v in old if v not in (_EMPTY, _GONE))
-        size = len(old)
-        while (live + 1) * 2 > size // 2:
-            size *= 2
-        table = array("q", bytes(8 * size))
-        mask = size - 1
-        for h in old:
-            if h != _EMPTY and h != _GONE:
-                i = h & mask
-                while table[i] != _EMPTY:
-                    i = (i + 1) & mask
-                table[i] = h
-        self._table, self._mask, self._used = table, mask, live
+            record["id"], record["duplicate_of"] = self.claim(record["id"])
 
     def commit(self) -> None:
         """Keep the ids of the report just read."""
-        self._pending = array("q")
+        if self._taken:
+            self._taken |= self._pending
+        else:
+            self._taken = self._pending  # the usual case, one report: no copy
+        self._pending = set()
         self._next_taken = dict(self._next)
 
     def rollback(self) -> None:
         """Forget the ids of a report that failed."""
-        table, mask = self._table, self._mask
-        for h in self._pending:
-            i = h & mask
-            while table[i] != h:
-                i = (i + 1) & mask
-            table[i] = _GONE
-        self._pending = array("q")
+        self._pending = set()
         self._next = dict(self._next_taken)

@@ -136,13 +136,13 @@ def _result(kind: str, attrs: dict[str, str], text: str) -> Record:
     }
 
 
-def _not_run(attrs: Any, suite: _Suite | None) -> str | None:
+def _not_run(attrs: dict[str, str], suite: _Suite) -> str | None:
     """The reason a case without a result element did not run (GoogleTest, CTest), or None."""
     for key in ("status", "result"):
         value = attrs.get(key)
         if value and value.lower() in _NOT_RUN:
             return value
-    if suite is not None and suite.all_disabled:
+    if suite.all_disabled:
         return "disabled"
     return None
 
@@ -160,6 +160,9 @@ class _Suite:
         tests = _line(attrs.get("tests"))
         self.all_disabled = bool(disabled) and disabled == tests
 
+
+#: What a case outside any <testsuite> inherits: nothing.
+_NO_SUITE = _Suite({}, None)
 
 #: A case's children whose text is kept: results (head kept) and captured output (tail kept).
 _CAPTURED = frozenset({*_SEVERITY, *_RERUNS, "system-out", "system-err"})
@@ -183,7 +186,7 @@ class _Reader:
         self.records: list[Record] = []
         self.root_seen = False
         self._suites: list[_Suite] = []
-        self._suite: _Suite | None = None
+        self._suite = _NO_SUITE
         self._depth = 0  # 0 outside a testcase, 1 in it, 2 in one of its children...
         self._attrs: dict[str, str] = {}
         self._results: list[tuple[int, Record]] = []  # (severity, result) in report order
@@ -216,7 +219,7 @@ class _Reader:
             self._depth = 1
             self._attrs = attrs
         elif tag == "testsuite":
-            self._suite = _Suite(attrs, self._suite)
+            self._suite = _Suite(attrs, self._suite if self._suites else None)
             self._suites.append(self._suite)
 
     def _end(self, _tag: str) -> None:
@@ -230,7 +233,7 @@ class _Reader:
                 self._end_child(*self._child)
         elif _tag == "testsuite":
             self._suites.pop()
-            self._suite = self._suites[-1] if self._suites else None
+            self._suite = self._suites[-1] if self._suites else _NO_SUITE
 
     def _head(self, data: str) -> None:
         if self._size < MAX_TRACE:
@@ -261,49 +264,63 @@ class _Reader:
 
     def _record(self) -> Record:
         """The record of the case that just ended (the per-case hot path)."""
-        get = self._attrs.get
+        attrs = self._attrs
+        get = attrs.get
         suite = self._suite
         name = get("name", "")
         classname = get("classname") or get("class") or ""
-        raw_file = get("file") or (suite.file if suite is not None else None)
-        file = self._norm(raw_file) if raw_file else None
-        line = _line(get("line"))
-        if line is not None and suite is not None and suite.pytest:
-            line += 1  # pytest writes the 0-based line of the test function
+        file = get("file") or suite.file
+        if file:
+            file = self._norm(file)
+        line: Any = get("line")
+        if line is not None:
+            line = _line(line)
+            if line is not None and suite.pytest:
+                line += 1  # pytest writes the 0-based line of the test function
         status: TestStatus = "passed"
         message = error_type = trace = None
         others: list[Record] = []
+        locations: list[dict[str, Any]] = []
         if self._results:
             main, others = _ranked(self._results)
             self._results = []
             if main is not None:
                 status = _SEVERITY[main["kind"]][1]
                 message, error_type, trace = main["message"], main["error_type"], main["trace"]
-        if status == "passed" and (
-            get("status") or get("result") or (suite is not None and suite.all_disabled)
-        ):
-            not_run = _not_run(self._attrs, suite)
+                if trace:
+                    locations = [
+                        {"path": p, "line": n} for p, n in trace_pairs(trace, self._norm)
+                    ]
+        if status == "passed" and ("status" in attrs or "result" in attrs or suite.all_disabled):
+            not_run = _not_run(attrs, suite)
             if not_run:
                 status, message = "skipped", not_run
         out = err = None
         if self._output:
             out, err = self._output.get("system-out"), self._output.get("system-err")
             self._output = {}
-        duration = get("time")
+        duration: Any = get("time")
+        if duration is None:
+            duration = 0.0
+        else:
+            try:
+                duration = float(duration)
+            except ValueError:
+                duration = _number(duration)
+            if not 0.0 <= duration < math.inf:  # negative, infinite or NaN
+                duration = 0.0
         return {
-            "id": base_id(file, line, classname, name, suite.name if suite is not None else ""),
+            "id": base_id(file or None, line, classname, name, suite.name),
             "name": name,
             "classname": classname,
-            "file": file,
+            "file": file or None,
             "line": line,
             "status": status,
-            "duration": _number(duration) if duration else 0.0,
+            "duration": duration,
             "message": message,
             "error_type": error_type,
             "trace": trace,
-            "locations": [{"path": p, "line": n} for p, n in trace_pairs(trace, self._norm)]
-            if trace
-            else [],
+            "locations": locations,
             "other_results": others,
             "duplicate_of": None,
             "stdout": out,
@@ -313,6 +330,9 @@ class _Reader:
 
 def _ranked(results: list[tuple[int, Record]]) -> tuple[Record | None, list[Record]]:
     """(the most severe result, the others in report order) of a case's results."""
+    if len(results) == 1:
+        severity, result = results[0]
+        return (result, []) if severity else (None, [result])
     best = max(range(len(results)), key=lambda i: results[i][0])  # first of the most severe
     main = results[best][1] if results[best][0] else None
     if main is None:

@@ -60,10 +60,11 @@ class _Tally:
 
 _ENCODE = json.JSONEncoder().encode
 _LOCATION = '{"path": %s, "line": %d}'
-
-
-def _str_or_null(value: str | None) -> str:
-    return "null" if value is None else _quote(value)
+#: The end of a passing case's document: no message, trace, locations or duplicate.
+_PLAIN_TAIL = (
+    '"message": null, "error_type": null, "trace": null, "locations": [], '
+    '"other_results": [], "duplicate_of": null}'
+)
 
 
 def case_json(record: dict[str, Any]) -> str:
@@ -76,21 +77,26 @@ def case_json(record: dict[str, Any]) -> str:
     duration = record["duration"]
     if not -1e308 < duration < 1e308 or record["other_results"]:
         return _ENCODE({k: v for k, v in record.items() if k not in ("stdout", "stderr")})
-    line = record["line"]
+    file, line = record["file"], record["line"]
+    head = (
+        f'{{"id": {_quote(record["id"])}, "name": {_quote(record["name"])}, '
+        f'"classname": {_quote(record["classname"])}, '
+        f'"file": {"null" if file is None else _quote(file)}, '
+        f'"line": {"null" if line is None else line}, "status": "{record["status"]}", '
+        f'"duration": {duration!r}, '
+    )
+    message, error_type, trace = record["message"], record["error_type"], record["trace"]
+    duplicate_of = record["duplicate_of"]
+    if message is None and trace is None and error_type is None and duplicate_of is None:
+        return head + _PLAIN_TAIL
     locations = record["locations"]
     return (
-        f'{{"id": {_quote(record["id"])}, "name": {_quote(record["name"])}, '
-        f'"classname": {_quote(record["classname"])}, "file": {_str_or_null(record["file"])}, '
-        f'"line": {"null" if line is None else line}, "status": "{record["status"]}", '
-        f'"duration": {duration!r}, "message": {_str_or_null(record["message"])}, '
-        f'"error_type": {_str_or_null(record["error_type"])}, '
-        f'"trace": {_str_or_null(record["trace"])}, "locations": ['
-        + (
-            ", ".join([_LOCATION % (_quote(x["path"]), x["line"]) for x in locations])
-            if locations
-            else ""
-        )
-        + f'], "other_results": [], "duplicate_of": {_str_or_null(record["duplicate_of"])}}}'
+        f'{head}"message": {"null" if message is None else _quote(message)}, '
+        f'"error_type": {"null" if error_type is None else _quote(error_type)}, '
+        f'"trace": {"null" if trace is None else _quote(trace)}, "locations": ['
+        f'{", ".join([_LOCATION % (_quote(x["path"]), x["line"]) for x in locations])}], '
+        f'"other_results": [], '
+        f'"duplicate_of": {"null" if duplicate_of is None else _quote(duplicate_of)}}}'
     )
 
 
