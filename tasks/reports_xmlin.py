@@ -30,8 +30,8 @@ CHUNK = 1 << 16
 _DECLARED = re.compile(rb"""^\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 # Characters XML 1.0 forbids; real reports carry them (ANSI colour codes in captured output).
 _FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-# The same in ASCII, for bytes.translate (an order of magnitude faster than a regex search).
-_FORBIDDEN_ASCII = bytes(c for c in range(32) if c not in (9, 10, 13))
+# The same as single bytes: one `in` (memchr) per byte value is far faster than a regex.
+_FORBIDDEN_ASCII = tuple(bytes([c]) for c in range(32) if c not in (9, 10, 13))
 # An entity reference that is not one of XML's five predefined entities or a character ref.
 _ENTITY_REF = re.compile(r"&(?!(?:amp|lt|gt|quot|apos);|#)([^\s;&<>\"']{0,40})")
 _BOMS = (
@@ -97,13 +97,12 @@ class Utf8Reader:
         if not data:
             self.eof = True
             return _repair(self._decoder.decode(b"", final=True))
-        if (
-            self._plain
-            and data.isascii()
-            and len(data.translate(None, _FORBIDDEN_ASCII)) == len(data)
-            and not self._decoder.getstate()[0]
-        ):
-            return data
+        if self._plain and data.isascii() and not self._decoder.getstate()[0]:
+            for byte in _FORBIDDEN_ASCII:
+                if byte in data:
+                    break
+            else:
+                return data
         return _repair(self._decoder.decode(data))
 
 

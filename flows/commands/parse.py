@@ -67,6 +67,13 @@ _PLAIN_TAIL = (
 )
 
 
+#: Durations as JSON text: a report's durations repeat (milliseconds), writing a float does not.
+_DURATIONS: dict[float, str] = {}
+#: Classnames as JSON strings: every case of a class repeats its classname.
+_CLASSNAMES: dict[str, str] = {}
+_CACHED = 4096
+
+
 def case_json(record: dict[str, Any]) -> str:
     """One record as JSON, byte-identical to ``json.dumps`` of it without stdout/stderr.
 
@@ -77,13 +84,23 @@ def case_json(record: dict[str, Any]) -> str:
     duration = record["duration"]
     if not -1e308 < duration < 1e308 or record["other_results"]:
         return _ENCODE({k: v for k, v in record.items() if k not in ("stdout", "stderr")})
-    file, line = record["file"], record["line"]
+    file, line, classname = record["file"], record["line"], record["classname"]
+    duration_text = _DURATIONS.get(duration) if duration else repr(duration)  # -0.0 == 0.0
+    if duration_text is None:
+        duration_text = repr(duration)
+        if len(_DURATIONS) < _CACHED:
+            _DURATIONS[duration] = duration_text
+    classname_text = _CLASSNAMES.get(classname)
+    if classname_text is None:
+        classname_text = _quote(classname)
+        if len(_CLASSNAMES) < _CACHED:
+            _CLASSNAMES[classname] = classname_text
     head = (
         f'{{"id": {_quote(record["id"])}, "name": {_quote(record["name"])}, '
-        f'"classname": {_quote(record["classname"])}, '
+        f'"classname": {classname_text}, '
         f'"file": {"null" if file is None else _quote(file)}, '
         f'"line": {"null" if line is None else line}, "status": "{record["status"]}", '
-        f'"duration": {duration!r}, '
+        f'"duration": {duration_text}, '
     )
     message, error_type, trace = record["message"], record["error_type"], record["trace"]
     duplicate_of = record["duplicate_of"]
