@@ -21,7 +21,6 @@ so later steps that key on ids (grouping, repair, diffing runs) never merge diff
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 
 
 @lru_cache(maxsize=1024)
@@ -94,21 +93,21 @@ class CaseIds:
         self._next[base] = n + 1
         return candidate, base
 
-    def claim_all(self, records: list[dict[str, Any]]) -> None:
-        """:meth:`claim` the ``id`` of every record in order, setting ``id`` and ``duplicate_of``.
+    def claim_new(self, ids: list[str]) -> bool:
+        """Claim every id of ``ids`` when all are new (none taken, none repeated), in one step.
 
-        The usual batch, all ids new, is checked with set operations in one step.
+        Returns False, having claimed nothing, when any is not new: then :meth:`claim` them
+        one by one.
         """
-        new = set(map(hash, [record["id"] for record in records]))
+        new = set(map(hash, ids))
         if (
-            len(new) == len(records)
+            len(new) == len(ids)
             and new.isdisjoint(self._pending)
             and (not self._taken or new.isdisjoint(self._taken))
         ):
             self._pending |= new
-            return
-        for record in records:
-            record["id"], record["duplicate_of"] = self.claim(record["id"])
+            return True
+        return False
 
     def commit(self) -> None:
         """Keep the ids of the report just read."""

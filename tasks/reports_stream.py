@@ -13,10 +13,11 @@ from __future__ import annotations
 import codecs
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 from tasks.errors import ReportError
 from tasks.reports_ids import CaseIds
-from tasks.reports_junit import Record, junit_batches
+from tasks.reports_junit import Record, Row, expand, junit_batches
 from tasks.reports_rspec import parse_rspec_json
 from tasks.stacktrace import PathNormaliser
 
@@ -52,7 +53,7 @@ def _first_significant(head: bytes) -> tuple[str, str]:
     return "other", f"starts with {first!r}"
 
 
-def _batches(path: Path, norm: PathNormaliser) -> Iterator[list[Record]]:
+def _batches(path: Path, norm: PathNormaliser, lean: bool) -> Iterator[list[Record | Row]]:
     source = str(path)
     try:
         stream = path.open("rb")
@@ -74,7 +75,7 @@ def _batches(path: Path, norm: PathNormaliser) -> Iterator[list[Record]]:
             raise ReportError(source, f"{_NOT_A_REPORT} ({detail})")
         if kind == "xml":
             try:
-                yield from junit_batches(source, stream, head, norm)
+                yield from junit_batches(source, stream, head, norm, lean)
             except OSError as exc:
                 raise ReportError(source, f"cannot read: {exc.strerror or exc}") from None
             return
@@ -82,7 +83,7 @@ def _batches(path: Path, norm: PathNormaliser) -> Iterator[list[Record]]:
             data = head + stream.read()
         except OSError as exc:
             raise ReportError(source, f"cannot read: {exc.strerror or exc}") from None
-    yield parse_rspec_json(source, data, norm)
+    yield list(parse_rspec_json(source, data, norm))
 
 
 def iter_records(
@@ -108,24 +109,28 @@ def iter_records(
         ReportError: when the file is missing, unreadable, empty, hostile or not a report.
             Cases already yielded from a file that then fails belong to a broken report.
     """
-    for batch in record_batches(path, repo, normalise, ids):
-        yield from batch
+    for batch in case_batches(path, repo, normalise, ids):
+        yield from cast(list[Record], batch)
 
 
-def record_batches(
+def case_batches(
     path: Path,
     repo: Path | None = None,
     normalise: PathNormaliser | None = None,
     ids: CaseIds | None = None,
-) -> Iterator[list[Record]]:
-    """The records of :func:`iter_records` in lists, as they are read (fewer steps per case)."""
+    lean: bool = False,
+) -> Iterator[list[Record | Row]]:
+    """The cases of :func:`iter_records` in lists, as they are read (fewer steps per case).
+
+    With ``lean``, plain passing cases come as :data:`~tasks.reports_junit.Row` tuples and
+    captured output is not kept (for callers that only count cases and write their JSON).
+    """
     norm = normalise if normalise is not None else PathNormaliser(repo)
     registry = ids if ids is not None else CaseIds()
-    claim_all = registry.claim_all
     done = False
     try:
-        for batch in _batches(path, norm):
-            claim_all(batch)
+        for batch in _batches(path, norm, lean):
+            _claim(registry, batch)
             yield batch
         done = True
     finally:
@@ -133,3 +138,13 @@ def record_batches(
             registry.commit()
         else:
             registry.rollback()
+
+
+def _claim(ids: CaseIds, batch: list[Record | Row]) -> None:
+    """Make the batch's ids unique: all at once when all are new, else case by case."""
+    if ids.claim_new([case[0] if type(case) is tuple else case["id"] for case in batch]):
+        return
+    for i, case in enumerate(batch):
+        record = expand(case) if type(case) is tuple else case
+        record["id"], record["duplicate_of"] = ids.claim(record["id"])
+        batch[i] = record

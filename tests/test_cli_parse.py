@@ -129,7 +129,7 @@ def test_parse_does_not_import_prefect(tmp_path: Path) -> None:
 
 
 def test_fast_case_json_is_byte_identical_to_the_encoder() -> None:
-    from flows.commands.parse import case_json
+    from tasks.reports_json import case_json
     from tasks.reports import iter_records
 
     records = [

@@ -14,13 +14,14 @@ import os
 import shutil
 import sys
 import tempfile
-from json.encoder import encode_basestring_ascii as _quote
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from tasks.errors import ReportError
 from tasks.reports_ids import CaseIds
-from tasks.reports_stream import record_batches
+from tasks.reports_json import cases_json
+from tasks.reports_junit import Record, Row
+from tasks.reports_stream import case_batches
 from tasks.stacktrace import PathNormaliser
 
 if TYPE_CHECKING:
@@ -58,65 +59,6 @@ class _Tally:
         }
 
 
-_ENCODE = json.JSONEncoder().encode
-_LOCATION = '{"path": %s, "line": %d}'
-#: The end of a passing case's document: no message, trace, locations or duplicate.
-_PLAIN_TAIL = (
-    '"message": null, "error_type": null, "trace": null, "locations": [], '
-    '"other_results": [], "duplicate_of": null}'
-)
-
-
-#: Durations as JSON text: a report's durations repeat (milliseconds), writing a float does not.
-_DURATIONS: dict[float, str] = {}
-#: Classnames as JSON strings: every case of a class repeats its classname.
-_CLASSNAMES: dict[str, str] = {}
-_CACHED = 4096
-
-
-def case_json(record: dict[str, Any]) -> str:
-    """One record as JSON, byte-identical to ``json.dumps`` of it without stdout/stderr.
-
-    The document is filled into a template field by field (several times faster than
-    encoding the dict and its keys every time); only a case's further results, which few
-    cases have, and a duration JSON cannot write as a number go through the JSON encoder.
-    """
-    duration = record["duration"]
-    if not -1e308 < duration < 1e308 or record["other_results"]:
-        return _ENCODE({k: v for k, v in record.items() if k not in ("stdout", "stderr")})
-    file, line, classname = record["file"], record["line"], record["classname"]
-    duration_text = _DURATIONS.get(duration) if duration else repr(duration)  # -0.0 == 0.0
-    if duration_text is None:
-        duration_text = repr(duration)
-        if len(_DURATIONS) < _CACHED:
-            _DURATIONS[duration] = duration_text
-    classname_text = _CLASSNAMES.get(classname)
-    if classname_text is None:
-        classname_text = _quote(classname)
-        if len(_CLASSNAMES) < _CACHED:
-            _CLASSNAMES[classname] = classname_text
-    head = (
-        f'{{"id": {_quote(record["id"])}, "name": {_quote(record["name"])}, '
-        f'"classname": {classname_text}, '
-        f'"file": {"null" if file is None else _quote(file)}, '
-        f'"line": {"null" if line is None else line}, "status": "{record["status"]}", '
-        f'"duration": {duration_text}, '
-    )
-    message, error_type, trace = record["message"], record["error_type"], record["trace"]
-    duplicate_of = record["duplicate_of"]
-    if message is None and trace is None and error_type is None and duplicate_of is None:
-        return head + _PLAIN_TAIL
-    locations = record["locations"]
-    return (
-        f'{head}"message": {"null" if message is None else _quote(message)}, '
-        f'"error_type": {"null" if error_type is None else _quote(error_type)}, '
-        f'"trace": {"null" if trace is None else _quote(trace)}, "locations": ['
-        f'{", ".join([_LOCATION % (_quote(x["path"]), x["line"]) for x in locations])}], '
-        f'"other_results": [], '
-        f'"duplicate_of": {"null" if duplicate_of is None else _quote(duplicate_of)}}}'
-    )
-
-
 def _parse_into(
     reports: list[Path], spool: IO[bytes] | None, failing: list[dict[str, Any]] | None
 ) -> tuple[_Tally, list[dict[str, str]]]:
@@ -130,20 +72,22 @@ def _parse_into(
         position = spool.tell() if spool is not None else 0
         kept = len(failing) if failing is not None else 0
         try:
-            for batch in record_batches(path, None, norm, ids):
+            # Lean: passing cases come as tuples, captured output (not in the JSON) is skipped.
+            for batch in case_batches(path, None, norm, ids, lean=True):
                 _count(tally, batch)
-                if failing is not None:
-                    room = TABLE_LIMIT - len(failing)
-                    if room > 0:
-                        failing.extend(
-                            [r for r in batch if r["status"] in ("failed", "error")][:room]
-                        )
+                if failing is not None and len(failing) < TABLE_LIMIT:
+                    failing.extend(
+                        [
+                            r for r in batch
+                            if type(r) is dict and r["status"] in ("failed", "error")
+                        ][: TABLE_LIMIT - len(failing)]
+                    )  # fmt: skip
                 if spool is not None:
                     # Records go to JSON as they are: they carry TestCaseResult's fields in its
                     # order, and validating 200k of them only to serialise them again would
                     # double the run time. Every case is written as ",\n{...}"; run() drops
                     # the very first comma.
-                    spool.write((",\n" + ",\n".join(map(case_json, batch))).encode())
+                    spool.write(cases_json(batch).encode())
         except ReportError as exc:
             # A broken report contributes nothing, exactly as parse_reports() treats it.
             tally.restore(snap)
@@ -156,16 +100,21 @@ def _parse_into(
     return tally, errors
 
 
-def _count(tally: _Tally, batch: list[dict[str, Any]]) -> None:
-    """Add a batch of records to the running counts (in report order, as RunSummary.of)."""
+def _count(tally: _Tally, batch: list[Record | Row]) -> None:
+    """Add a batch of cases to the running counts (in report order, as RunSummary.of)."""
     counts = tally.counts
     duration = tally.duration
-    duplicates = 0
-    for record in batch:
-        counts[record["status"]] += 1
-        duration += record["duration"]
-        if record["duplicate_of"] is not None:
+    passed = duplicates = 0
+    for case in batch:
+        if type(case) is tuple:
+            passed += 1
+            duration += case[5]
+            continue
+        counts[case["status"]] += 1  # type: ignore[call-overload]
+        duration += case["duration"]  # type: ignore[call-overload]
+        if case["duplicate_of"] is not None:  # type: ignore[call-overload]
             duplicates += 1
+    counts["passed"] += passed
     tally.duration = duration
     tally.duplicates += duplicates
 
