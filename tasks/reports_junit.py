@@ -1,11 +1,17 @@
 """Streaming JUnit XML parser: the C parser does the work, memory stays bounded, no entities.
 
-The hot loop is CPython's C ElementTree pull parser (expat underneath): the document is fed in
-chunks, every ``<testcase>`` is turned into a record at its end event and then detached from
-its parent, so memory depends on the largest case, not on the file. Nesting depth costs one
-small entry per open element and no recursion, so 10,000 nested suites are fine. A single
-text or attribute larger than :data:`MAX_TOKEN` characters (a hostile file) is refused rather
-than held in memory.
+The hot loop is expat, CPython's C XML parser, driven directly with a few small handlers: no
+element tree is built. The document is fed in chunks; a ``<testcase>`` becomes a record when it
+ends, from its attributes and the results and output inside it, so memory depends on one case,
+not on the file. Text reaches Python only inside a case's result or output elements, and
+streams through a capped buffer there: the head of a failure's text (:data:`MAX_TRACE`), the
+tail of captured output (:data:`MAX_OUTPUT`); 100 MB of ``<system-out>`` or a gigabyte of
+comments between cases cost no more memory than a small report. Nesting depth costs one small
+entry per open suite and no recursion, so 10,000 nested suites are fine. Only a single tag or
+comment, which expat must hold whole, is limited: one larger than :data:`MAX_TOKEN` bytes (a
+hostile file) is refused. While a tag stays open the chunks grow with it, because expat 2.5
+re-reads an open token from its start on every call: fixed chunks made a 60 MB attribute take
+45 s (quadratic), growing ones take linear time.
 
 Hostile input: :class:`~tasks.reports_xmlin.EntityGuard` refuses every entity declaration and
 every entity reference (billion laughs, ``file:///etc/passwd``, entities from an external DTD)
@@ -61,8 +67,9 @@ Row = tuple[str, str, str, "str | None", "int | None", float]
 MAX_OUTPUT = 64 * 1024
 #: Failure text beyond this is cut (the head is kept: it holds the message and innermost frames).
 MAX_TRACE = 1024 * 1024
-#: One text node or tag larger than this (characters) is refused: it would be held whole.
-MAX_TOKEN = 64 * 1024 * 1024
+#: One tag or comment larger than this (bytes) is refused: expat must hold it whole (and
+#: peak memory is a few times this).
+MAX_TOKEN = 16 * 1024 * 1024
 #: Further results kept per case (a report could repeat <failure> without end).
 MAX_OTHER_RESULTS = 16
 
