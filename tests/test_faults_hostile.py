@@ -45,7 +45,7 @@ def _write_gigabyte_report(path: Path) -> int:
     """Two test cases separated by ~1 GiB of comments and whitespace (written in 2 MB chunks),
     the second with 100 MiB of captured output (a test that logged without end)."""
     chunk = ("<!-- " + "x" * 1000 + " -->\n" + " " * 1000 + "\n") * 1000
-    log = ("DEBUG cart total computed " + "y" * 100 + "\n") * 16_000  # ~2 MiB
+    log = ("DEBUG cart total computed " + "y" * 101 + "\n") * 16_384  # 128 B lines: 2 MiB
     with path.open("w", encoding="ascii") as f:
         f.write('<?xml version="1.0"?>\n<testsuites><testsuite name="huge">')
         f.write('<testcase name="first" classname="pkg.C" file="tests/test_a.py"/>')
