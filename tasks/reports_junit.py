@@ -88,6 +88,7 @@ _TYPE_PREFIX = re.compile(
     r"^((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure|Exit|Interrupt))(?=:|$)"
 )
 _ENTITY_ERROR = 11  # expat's XML_ERROR_UNDEFINED_ENTITY
+_INF = math.inf
 
 
 def _number(value: str | None) -> float:
@@ -308,12 +309,39 @@ class _Reader:
         classname = get("classname") or get("class") or ""
         file = get("file") or suite.file
         if file:
-            file = self._norm(file)
+            file = self._norm(file) or None
         line: Any = get("line")
         if line is not None:
             line = _line(line)
             if line is not None and suite.pytest:
                 line += 1  # pytest writes the 0-based line of the test function
+        duration: Any = get("time")
+        if duration is None:
+            duration = 0.0
+        else:
+            try:
+                duration = float(duration)
+            except ValueError:
+                duration = _number(duration)
+            if not 0.0 <= duration < _INF:  # negative, infinite or NaN
+                duration = 0.0
+        if file is None and classname and classname != name:
+            id_ = f"{classname}::{name}"  # base_id's first rule, inlined: most cases take it
+        else:
+            id_ = base_id(file, line, classname, name, suite.name)
+        if self._results or self._output or "status" in attrs or "result" in attrs:
+            return self._detailed(id_, name, classname, file, line, duration)
+        if suite.all_disabled:
+            return self._detailed(id_, name, classname, file, line, duration)
+        if self._lean:
+            return (id_, name, classname, file, line, duration)
+        return expand((id_, name, classname, file, line, duration))
+
+    def _detailed(
+        self, id_: str, name: str, classname: str, file: str | None, line: int | None,
+        duration: float,
+    ) -> Record | Row:  # fmt: skip
+        """The record of a case with results, output or a status attribute."""
         status: TestStatus = "passed"
         message = error_type = trace = None
         others: list[Record] = []
@@ -326,30 +354,18 @@ class _Reader:
                 message, error_type, trace = main["message"], main["error_type"], main["trace"]
                 if trace:
                     locations = [{"path": p, "line": n} for p, n in trace_pairs(trace, self._norm)]
-        if status == "passed" and ("status" in attrs or "result" in attrs or suite.all_disabled):
-            not_run = _not_run(attrs, suite)
+        if status == "passed":
+            not_run = _not_run(self._attrs, self._suite)
             if not_run:
                 status, message = "skipped", not_run
         out = err = None
         if self._output:
             out, err = self._output.get("system-out"), self._output.get("system-err")
             self._output = {}
-        duration: Any = get("time")
-        if duration is None:
-            duration = 0.0
-        else:
-            try:
-                duration = float(duration)
-            except ValueError:
-                duration = _number(duration)
-            if not 0.0 <= duration < math.inf:  # negative, infinite or NaN
-                duration = 0.0
-        file = file or None
         if self._lean and status == "passed" and not others:
-            return (base_id(file, line, classname, name, suite.name), name, classname, file,
-                    line, duration)  # fmt: skip
+            return (id_, name, classname, file, line, duration)
         return {
-            "id": base_id(file, line, classname, name, suite.name),
+            "id": id_,
             "name": name,
             "classname": classname,
             "file": file,
