@@ -14,7 +14,7 @@ import json
 from json.encoder import encode_basestring_ascii as _quote
 from typing import Any
 
-from tasks.reports_junit import Row
+from tasks.reports_junit import Row, expand
 
 _ENCODE = json.JSONEncoder().encode
 _LOCATION = '{"path": %s, "line": %d}'
@@ -27,6 +27,8 @@ _PLAIN_TAIL = (
 _DURATIONS: dict[float, str] = {}
 #: Classnames as JSON strings: every case of a class repeats its classname.
 _CLASSNAMES: dict[str, str] = {}
+#: Locations as JSON objects: the same frames recur in the traces of a report.
+_LOCATIONS: dict[tuple[str, int], str] = {}
 _CACHED = 4096
 
 
@@ -56,8 +58,6 @@ def _head(
 def row_json(row: Row) -> str:
     """A :data:`~tasks.reports_junit.Row` as its record's JSON."""
     if not -1e308 < row[5] < 1e308:
-        from tasks.reports_junit import expand
-
         return case_json(expand(row))
     return _head(row[0], row[1], row[2], row[3], row[4], "passed", row[5]) + _PLAIN_TAIL
 
@@ -75,19 +75,34 @@ def case_json(record: dict[str, Any]) -> str:
     duplicate_of = record["duplicate_of"]
     if message is None and trace is None and error_type is None and duplicate_of is None:
         return head + _PLAIN_TAIL
-    locations = record["locations"]
+    message_text = "null" if message is None else _quote(message)
+    error_type_text = "null" if error_type is None else _quote(error_type)
+    trace_text = "null" if trace is None else _quote(trace)
+    duplicate_text = "null" if duplicate_of is None else _quote(duplicate_of)
     return (
-        f'{head}"message": {"null" if message is None else _quote(message)}, '
-        f'"error_type": {"null" if error_type is None else _quote(error_type)}, '
-        f'"trace": {"null" if trace is None else _quote(trace)}, "locations": ['
-        f"{', '.join([_LOCATION % (_quote(x['path']), x['line']) for x in locations])}], "
-        f'"other_results": [], '
-        f'"duplicate_of": {"null" if duplicate_of is None else _quote(duplicate_of)}}}'
+        f'{head}"message": {message_text}, "error_type": {error_type_text}, '
+        f'"trace": {trace_text}, "locations": [{_locations(record["locations"])}], '
+        f'"other_results": [], "duplicate_of": {duplicate_text}}}'
     )
+
+
+def _locations(locations: list[dict[str, Any]]) -> str:
+    """The JSON of a list of locations, without its brackets."""
+    texts = []
+    for location in locations:
+        key = (location["path"], location["line"])
+        text = _LOCATIONS.get(key)
+        if text is None:
+            text = _LOCATION % (_quote(key[0]), key[1])
+            if len(_LOCATIONS) < _CACHED:
+                _LOCATIONS[key] = text
+        texts.append(text)
+    return ", ".join(texts)
 
 
 def cases_json(batch: list[dict[str, Any] | Row]) -> str:
     """The JSON of every case of a batch (records and rows), each preceded by ``,\\n``."""
-    return ",\n" + ",\n".join(
-        [row_json(case) if type(case) is tuple else case_json(case) for case in batch]  # type: ignore[arg-type]
-    )
+    texts = [""]  # joined: ",\n" before the first case too
+    for case in batch:
+        texts.append(row_json(case) if type(case) is tuple else case_json(case))  # type: ignore[arg-type]
+    return ",\n".join(texts)
