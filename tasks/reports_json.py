@@ -14,7 +14,7 @@ import json
 from json.encoder import encode_basestring_ascii as _quote
 from typing import Any
 
-from tasks.reports_junit import Row, expand
+from tasks.reports_cases import Row, expand
 
 _ENCODE = json.JSONEncoder().encode
 _LOCATION = '{"path": %s, "line": %d}'
@@ -56,7 +56,7 @@ def _head(
 
 
 def row_json(row: Row) -> str:
-    """A :data:`~tasks.reports_junit.Row` as its record's JSON."""
+    """A :data:`~tasks.reports_cases.Row` as its record's JSON."""
     if not -1e308 < row[5] < 1e308:
         return case_json(expand(row))
     return _head(row[0], row[1], row[2], row[3], row[4], "passed", row[5]) + _PLAIN_TAIL
@@ -104,5 +104,5 @@ def cases_json(batch: list[dict[str, Any] | Row]) -> str:
     """The JSON of every case of a batch (records and rows), each preceded by ``,\\n``."""
     texts = [""]  # joined: ",\n" before the first case too
     for case in batch:
-        texts.append(row_json(case) if type(case) is tuple else case_json(case))  # type: ignore[arg-type]
+        texts.append(row_json(case) if isinstance(case, tuple) else case_json(case))
     return ",\n".join(texts)

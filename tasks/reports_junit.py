@@ -36,12 +36,27 @@ without ``file`` inherits the nearest enclosing suite's ``file``. Suite-level
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 from xml.parsers import expat
 
 from tasks.errors import ReportError
+from tasks.reports_cases import (
+    MAX_OUTPUT,
+    MAX_TRACE,
+    NO_SUITE,
+    RERUNS,
+    SEVERITY,
+    Record,
+    Row,
+    Suite,
+    expand,
+    line_number,
+    not_run,
+    number,
+    ranked,
+    result_of,
+)
 from tasks.reports_ids import base_id
 from tasks.reports_xmlin import (
     CHUNK,
@@ -56,150 +71,15 @@ from tasks.stacktrace import PathNormaliser, trace_pairs
 if TYPE_CHECKING:
     from tasks.types import TestStatus
 
-#: One test case as a plain dict with the fields of TestCaseResult.
-Record = dict[str, Any]
-#: A passing case without message, results or output: (id, name, classname, file, line,
-#: duration). Lean readers (the CLI's JSON output) get these instead of records: a tuple costs
-#: a fraction of a 15-key dict on the per-case hot path. :func:`expand` makes it a record.
-Row = tuple[str, str, str, "str | None", "int | None", float]
-
-#: Captured output beyond this is cut (the tail is kept: the end of a log explains a failure).
-MAX_OUTPUT = 64 * 1024
-#: Failure text beyond this is cut (the head is kept: it holds the message and innermost frames).
-MAX_TRACE = 1024 * 1024
 #: One tag or comment larger than this (bytes) is refused: expat must hold it whole (and
 #: peak memory is a few times this).
 MAX_TOKEN = 16 * 1024 * 1024
-#: Further results kept per case (a report could repeat <failure> without end).
-MAX_OTHER_RESULTS = 16
-
-#: Result elements and their severity: the most severe one is the case's status.
-_SEVERITY: dict[str, tuple[int, TestStatus]] = {
-    "error": (3, "error"),
-    "failure": (2, "failed"),
-    "skipped": (1, "skipped"),
-}
-#: Surefire's re-run records: detail only, they never change the status.
-_RERUNS = frozenset({"rerunFailure", "rerunError", "flakyFailure", "flakyError"})
-#: testcase ``status``/``result`` values that mean the case did not run.
-_NOT_RUN = frozenset({"disabled", "notrun", "not_run", "suppressed", "skipped", "ignored"})
-_TYPE_LINE = re.compile(r"^\S+:\d+: ([A-Za-z_][\w.]*)\s*$", re.M)
-_TYPE_PREFIX = re.compile(
-    r"^((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure|Exit|Interrupt))(?=:|$)"
-)
 _ENTITY_ERROR = 11  # expat's XML_ERROR_UNDEFINED_ENTITY
 _INF = math.inf
-
-
-def _number(value: str | None) -> float:
-    if not value:
-        return 0.0
-    try:
-        number = float(value)
-    except ValueError:
-        try:
-            number = float(value.replace(",", ""))  # Surefire writes 1,234.5 in some locales
-        except ValueError:
-            return 0.0
-    return number if math.isfinite(number) and number >= 0 else 0.0
-
-
-def _line(value: str | None) -> int | None:
-    if not value:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return None
-
-
-def _error_type(attr: str | None, message: str | None, trace: str | None) -> str | None:
-    if attr:
-        return attr
-    if trace:
-        # pytest ends a failure with "path:line: ErrorType"; the last such line is innermost.
-        found = _TYPE_LINE.findall(trace)
-        if found:
-            return str(found[-1])
-    if message:
-        m = _TYPE_PREFIX.match(message)
-        if m:
-            return m.group(1)
-    return None
-
-
-def _first_line(text: str) -> str:
-    return text.split("\n", 1)[0].rstrip("\r")
-
-
-def _result(kind: str, attrs: dict[str, str], text: str) -> Record:
-    """message, error_type and trace of one result element (its text: all text inside it)."""
-    text = text.strip()
-    message = (attrs.get("message") or "").strip() or (_first_line(text) if text else None)
-    if kind == "skipped":
-        return {"kind": kind, "message": message, "error_type": None, "trace": None}
-    trace = text or None
-    return {
-        "kind": kind,
-        "message": message,
-        "error_type": _error_type(attrs.get("type"), message, trace),
-        "trace": trace,
-    }
-
-
-def _not_run(attrs: dict[str, str], suite: _Suite) -> str | None:
-    """The reason a case without a result element did not run (GoogleTest, CTest), or None."""
-    for key in ("status", "result"):
-        value = attrs.get(key)
-        if value and value.lower() in _NOT_RUN:
-            return value
-    if suite.all_disabled:
-        return "disabled"
-    return None
-
-
-class _Suite:
-    """What a case inherits from its enclosing <testsuite>."""
-
-    __slots__ = ("all_disabled", "file", "name", "pytest")
-
-    def __init__(self, attrs: dict[str, str], parent: _Suite | None) -> None:
-        self.file: str | None = attrs.get("file") or (parent.file if parent else None)
-        self.name: str = attrs.get("name") or ""
-        self.pytest: bool = (parent is not None and parent.pytest) or self.name == "pytest"
-        disabled = _line(attrs.get("disabled"))
-        tests = _line(attrs.get("tests"))
-        self.all_disabled = bool(disabled) and disabled == tests
-
-
-#: What a case outside any <testsuite> inherits: nothing.
-_NO_SUITE = _Suite({}, None)
-
 #: A case's children whose text is kept: results (head kept) and captured output (tail kept).
-_RESULTS = frozenset({*_SEVERITY, *_RERUNS})
+_RESULTS = frozenset({*SEVERITY, *RERUNS})
 _OUTPUT = ("system-out", "system-err")
 _CAPTURED = _RESULTS | frozenset(_OUTPUT)
-
-
-def expand(row: Row) -> Record:
-    """The record of a :data:`Row`."""
-    return {
-        "id": row[0],
-        "name": row[1],
-        "classname": row[2],
-        "file": row[3],
-        "line": row[4],
-        "status": "passed",
-        "duration": row[5],
-        "message": None,
-        "error_type": None,
-        "trace": None,
-        "locations": [],
-        "other_results": [],
-        "duplicate_of": None,
-        "stdout": None,
-        "stderr": None,
-    }
 
 
 class _Reader:
@@ -223,8 +103,8 @@ class _Reader:
         #: Records (and rows, when lean) of the cases finished since the caller took them.
         self.records: list[Record | Row] = []
         self.root_seen = False
-        self._suites: list[_Suite] = []
-        self._suite = _NO_SUITE
+        self._suites: list[Suite] = []
+        self._suite = NO_SUITE
         self._depth = 0  # 0 outside a testcase, 1 in it, 2 in one of its children...
         self._attrs: dict[str, str] = {}
         self._results: list[tuple[int, Record]] = []  # (severity, result) in report order
@@ -257,7 +137,7 @@ class _Reader:
             self._depth = 1
             self._attrs = attrs
         elif tag == "testsuite":
-            self._suite = _Suite(attrs, self._suite if self._suites else None)
+            self._suite = Suite(attrs, self._suite if self._suites else None)
             self._suites.append(self._suite)
 
     def _end(self, _tag: str) -> None:
@@ -271,7 +151,7 @@ class _Reader:
                 self._end_child(*self._child)
         elif _tag == "testsuite":
             self._suites.pop()
-            self._suite = self._suites[-1] if self._suites else _NO_SUITE
+            self._suite = self._suites[-1] if self._suites else NO_SUITE
 
     def _head(self, data: str) -> None:
         if self._size < MAX_TRACE:
@@ -295,9 +175,9 @@ class _Reader:
             if text:
                 self._output[tag] = text[-MAX_OUTPUT:]
             return
-        severity = _SEVERITY.get(tag)
+        severity = SEVERITY.get(tag)
         self._results.append(
-            (severity[0] if severity else 0, _result(tag, attrs, text[:MAX_TRACE]))
+            (severity[0] if severity else 0, result_of(tag, attrs, text[:MAX_TRACE]))
         )
 
     def _record(self) -> Record | Row:
@@ -312,7 +192,7 @@ class _Reader:
             file = self._norm(file) or None
         line: Any = get("line")
         if line is not None:
-            line = _line(line)
+            line = line_number(line)
             if line is not None and suite.pytest:
                 line += 1  # pytest writes the 0-based line of the test function
         duration: Any = get("time")
@@ -322,7 +202,7 @@ class _Reader:
             try:
                 duration = float(duration)
             except ValueError:
-                duration = _number(duration)
+                duration = number(duration)
             if not 0.0 <= duration < _INF:  # negative, infinite or NaN
                 duration = 0.0
         if file is None and classname and classname != name:
@@ -347,17 +227,17 @@ class _Reader:
         others: list[Record] = []
         locations: list[dict[str, Any]] = []
         if self._results:
-            main, others = _ranked(self._results)
+            main, others = ranked(self._results)
             self._results = []
             if main is not None:
-                status = _SEVERITY[main["kind"]][1]
+                status = SEVERITY[main["kind"]][1]
                 message, error_type, trace = main["message"], main["error_type"], main["trace"]
                 if trace:
                     locations = [{"path": p, "line": n} for p, n in trace_pairs(trace, self._norm)]
         if status == "passed":
-            not_run = _not_run(self._attrs, self._suite)
-            if not_run:
-                status, message = "skipped", not_run
+            reason = not_run(self._attrs, self._suite)
+            if reason:
+                status, message = "skipped", reason
         out = err = None
         if self._output:
             out, err = self._output.get("system-out"), self._output.get("system-err")
@@ -381,19 +261,6 @@ class _Reader:
             "stdout": out,
             "stderr": err,
         }
-
-
-def _ranked(results: list[tuple[int, Record]]) -> tuple[Record | None, list[Record]]:
-    """(the most severe result, the others in report order) of a case's results."""
-    if len(results) == 1:
-        severity, result = results[0]
-        return (result, []) if severity else (None, [result])
-    best = max(range(len(results)), key=lambda i: results[i][0])  # first of the most severe
-    main = results[best][1] if results[best][0] else None
-    if main is None:
-        best = -1
-    others = [r for i, (_, r) in enumerate(results) if i != best][:MAX_OTHER_RESULTS]
-    return main, others
 
 
 def _parser() -> Any:

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import cast
 
 from tasks.errors import ReportError
+from tasks.reports_cases import Record, Row, expand
 from tasks.reports_ids import CaseIds
-from tasks.reports_junit import Record, Row, expand, junit_batches
+from tasks.reports_junit import junit_batches
 from tasks.reports_rspec import parse_rspec_json
 from tasks.stacktrace import PathNormaliser
 
@@ -122,7 +123,7 @@ def case_batches(
 ) -> Iterator[list[Record | Row]]:
     """The cases of :func:`iter_records` in lists, as they are read (fewer steps per case).
 
-    With ``lean``, plain passing cases come as :data:`~tasks.reports_junit.Row` tuples and
+    With ``lean``, plain passing cases come as :data:`~tasks.reports_cases.Row` tuples and
     captured output is not kept (for callers that only count cases and write their JSON).
     """
     norm = normalise if normalise is not None else PathNormaliser(repo)
@@ -142,9 +143,9 @@ def case_batches(
 
 def _claim(ids: CaseIds, batch: list[Record | Row]) -> None:
     """Make the batch's ids unique: all at once when all are new, else case by case."""
-    if ids.claim_new([case[0] if type(case) is tuple else case["id"] for case in batch]):
+    if ids.claim_new([case[0] if isinstance(case, tuple) else case["id"] for case in batch]):
         return
     for i, case in enumerate(batch):
-        record = expand(case) if type(case) is tuple else case
+        record = expand(case) if isinstance(case, tuple) else case
         record["id"], record["duplicate_of"] = ids.claim(record["id"])
         batch[i] = record

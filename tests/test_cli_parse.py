@@ -129,8 +129,8 @@ def test_parse_does_not_import_prefect(tmp_path: Path) -> None:
 
 
 def test_fast_case_json_is_byte_identical_to_the_encoder() -> None:
-    from tasks.reports_json import case_json
     from tasks.reports import iter_records
+    from tasks.reports_json import case_json
 
     records = [
         r for name in ("surefire.xml", "nested.xml", "jest-junit.xml")
@@ -220,8 +220,8 @@ def test_json_equals_the_typed_models_on_the_whole_corpus(tmp_path: Path) -> Non
 
 
 def test_rows_write_what_their_records_write() -> None:
+    from tasks.reports_cases import expand
     from tasks.reports_json import case_json, cases_json, row_json
-    from tasks.reports_junit import expand
 
     rows = [
         ("a::b", "b", "a", None, None, 0.25),
@@ -235,7 +235,7 @@ def test_rows_write_what_their_records_write() -> None:
         assert row_json(row) == case_json(record) == _dumps_without_output(record)
     batch = [*rows, expand(rows[0])]
     assert cases_json(batch) == "".join(
-        ",\n" + _dumps_without_output(expand(c) if type(c) is tuple else c) for c in batch
+        ",\n" + _dumps_without_output(expand(c) if isinstance(c, tuple) else c) for c in batch
     )
     assert cases_json([]) == ""
 

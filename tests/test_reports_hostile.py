@@ -345,9 +345,7 @@ def test_huge_single_tag_or_comment_is_refused_to_bound_memory(
     monkeypatch.setattr(junit, "MAX_TOKEN", 1 << 20)
     path = tmp_path / "r.xml"
     path.write_text("<testsuite>" + huge.format(x="y" * (3 << 20)) + "</testsuite>")
-    assert reason(path) == (
-        "a single tag or comment is larger than 1 MB (refused to bound memory)"
-    )
+    assert reason(path) == ("a single tag or comment is larger than 1 MB (refused to bound memory)")
     # Just below the limit, the same report parses.
     path.write_text('<testsuite><testcase name="' + "y" * (1 << 19) + '"/></testsuite>')
     (case,) = parse_report(path)

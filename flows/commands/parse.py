@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from tasks.errors import ReportError
+from tasks.reports_cases import Record, Row
 from tasks.reports_ids import CaseIds
 from tasks.reports_json import cases_json
-from tasks.reports_junit import Record, Row
 from tasks.reports_stream import case_batches
 from tasks.stacktrace import PathNormaliser
 
@@ -79,7 +79,7 @@ def _parse_into(
                     failing.extend(
                         [
                             r for r in batch
-                            if type(r) is dict and r["status"] in ("failed", "error")
+                            if isinstance(r, dict) and r["status"] in ("failed", "error")
                         ][: TABLE_LIMIT - len(failing)]
                     )  # fmt: skip
                 if spool is not None:
@@ -106,13 +106,13 @@ def _count(tally: _Tally, batch: list[Record | Row]) -> None:
     duration = tally.duration
     passed = duplicates = 0
     for case in batch:
-        if type(case) is tuple:
+        if isinstance(case, tuple):
             passed += 1
             duration += case[5]
             continue
-        counts[case["status"]] += 1  # type: ignore[call-overload]
-        duration += case["duration"]  # type: ignore[call-overload]
-        if case["duplicate_of"] is not None:  # type: ignore[call-overload]
+        counts[case["status"]] += 1
+        duration += case["duration"]
+        if case["duplicate_of"] is not None:
             duplicates += 1
     counts["passed"] += passed
     tally.duration = duration
