@@ -11,7 +11,7 @@ import pytest
 
 from tasks.errors import ReportError
 from tasks.reports import iter_report, parse_report, parse_reports
-from tasks.types import Location
+from tasks.types import Location, TestCaseResult
 
 
 def reason(path: Path) -> str:
@@ -281,29 +281,33 @@ def test_undeclared_entity_without_dtd_is_refused(tmp_path: Path) -> None:
     assert reason(path).startswith("entity reference refused (line 1")
 
 
-def _write_huge_text_report(path: Path, element: str, megabytes: int) -> None:
-    """One case whose <element> holds ``megabytes`` MiB of text (a test that logged without end)."""
+def _parse_huge_text_report(
+    tmp_path: Path, element: str, megabytes: int
+) -> tuple[list[TestCaseResult], int]:
+    """(cases, peak traced bytes) of a report with one case whose <element> holds
+    ``megabytes`` MiB of text (a test that logged without end), then a second case."""
     line = "DEBUG step done " + "y" * 47 + "\n"  # 64 characters
     block = line * (1 << 14)  # 1 MiB
+    path = tmp_path / "r.xml"
     with path.open("w") as f:
         f.write(f'<testsuite><testcase name="x"><{element} message="boom">first line\n')
         for _ in range(megabytes):
             f.write(block)
         f.write(f"the last line\n</{element}></testcase><testcase name='y'/></testsuite>")
+    tracemalloc.start()
+    try:
+        cases = parse_report(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return cases, peak
 
 
 def test_huge_output_keeps_its_tail_in_bounded_memory(tmp_path: Path) -> None:
     """100 MiB of captured output parses; the tail is kept, and memory stays flat."""
     import tasks.reports_junit as junit
 
-    path = tmp_path / "r.xml"
-    _write_huge_text_report(path, "system-out", 100)
-    tracemalloc.start()
-    try:
-        x, y = parse_report(path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    (x, y), peak = _parse_huge_text_report(tmp_path, "system-out", 100)
     assert (x.name, x.status, y.name) == ("x", "passed", "y")
     assert x.stdout is not None and len(x.stdout) == junit.MAX_OUTPUT
     assert x.stdout.endswith("y\nthe last line\n")
@@ -313,14 +317,7 @@ def test_huge_output_keeps_its_tail_in_bounded_memory(tmp_path: Path) -> None:
 def test_huge_failure_text_keeps_its_head_in_bounded_memory(tmp_path: Path) -> None:
     import tasks.reports_junit as junit
 
-    path = tmp_path / "r.xml"
-    _write_huge_text_report(path, "failure", 20)
-    tracemalloc.start()
-    try:
-        x, _ = parse_report(path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    (x, _), peak = _parse_huge_text_report(tmp_path, "failure", 20)
     assert (x.status, x.message) == ("failed", "boom")
     assert x.trace is not None and x.trace.startswith("first line\nDEBUG step done")
     assert len(x.trace) <= junit.MAX_TRACE
