@@ -240,7 +240,7 @@ def main() -> None:
     """Measure both reports, print the table and the JSON line."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cases", type=int, default=200_000)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)  # interleaved rounds: a load burst hits one
     ap.add_argument("--small-runs", type=int, default=21)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
