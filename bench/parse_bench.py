@@ -12,8 +12,9 @@ installation is pinned and both are measured:
   said so, when uv cannot make it).
 
 Targets, against the faster baseline: wall time <= 1.0x, peak RSS <= 0.3x. Each measurement
-runs inside a fresh wrapper process that reads the child's peak RSS from
-``getrusage(RUSAGE_CHILDREN)``, so one measurement cannot inherit another's peak.
+runs inside a fresh wrapper process that reads the child's peak RSS (and its CPU time, printed
+to tell a loaded machine from a slow parser) from ``getrusage(RUSAGE_CHILDREN)``, so one
+measurement cannot inherit another's peak.
 
 Small: `autopilot parse --json` of a 30 kB report against ``python -c`` loading it with
 junitparser (stdlib), whole processes, median of many runs: start-up dominates both. Target
@@ -46,8 +47,9 @@ start = time.perf_counter()
 with open(sys.argv[1], "wb") as out:
     code = subprocess.run(sys.argv[2:], stdout=out).returncode
 wall = time.perf_counter() - start
-peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(json.dumps({"code": code, "wall": wall, "rss_mb": peak_kb / 1024}))
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = usage.ru_utime + usage.ru_stime
+print(json.dumps({"code": code, "wall": wall, "cpu": cpu, "rss_mb": usage.ru_maxrss / 1024}))
 """
 
 #: Pinned baseline installations (see the module docstring).
@@ -115,7 +117,7 @@ def generate(path: Path, cases: int) -> None:
 
 
 def measure(argv: list[str], out: Path) -> dict[str, float]:
-    """Run argv under a fresh wrapper; return its wall time (s) and peak RSS (MB)."""
+    """Run argv under a fresh wrapper; return its wall time and CPU time (s), peak RSS (MB)."""
     done = subprocess.run(
         [sys.executable, "-c", _WRAPPER, str(out), *argv],
         capture_output=True,
@@ -199,6 +201,7 @@ def large(tmp: Path, cases: int, runs: int) -> list[dict[str, Any]]:
         raise SystemExit(f"autopilot parsed {parsed['summary']['tests']} cases")
     for label, runs_ in measured.items():
         print(f"  {label:<40} wall {_median(runs_, 'wall'):6.3f} s   "
+              f"cpu {_median(runs_, 'cpu'):6.3f} s   "
               f"peak RSS {_median(runs_, 'rss_mb'):7.1f} MB")  # fmt: skip
     base_labels = [k for k in measured if k != "autopilot"]
     fastest = min(base_labels, key=lambda k: _median(measured[k], "wall"))
@@ -237,7 +240,7 @@ def main() -> None:
     """Measure both reports, print the table and the JSON line."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cases", type=int, default=200_000)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)  # interleaved rounds: a load burst hits one
     ap.add_argument("--small-runs", type=int, default=21)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

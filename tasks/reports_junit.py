@@ -1,11 +1,17 @@
 """Streaming JUnit XML parser: the C parser does the work, memory stays bounded, no entities.
 
-The hot loop is CPython's C ElementTree pull parser (expat underneath): the document is fed in
-chunks, every ``<testcase>`` is turned into a record at its end event and then detached from
-its parent, so memory depends on the largest case, not on the file. Nesting depth costs one
-small entry per open element and no recursion, so 10,000 nested suites are fine. A single
-text or attribute larger than :data:`MAX_TOKEN` characters (a hostile file) is refused rather
-than held in memory.
+The hot loop is expat, CPython's C XML parser, driven directly with a few small handlers: no
+element tree is built. The document is fed in chunks; a ``<testcase>`` becomes a record when it
+ends, from its attributes and the results and output inside it, so memory depends on one case,
+not on the file. Text reaches Python only inside a case's result or output elements, and
+streams through a capped buffer there: the head of a failure's text (:data:`MAX_TRACE`), the
+tail of captured output (:data:`MAX_OUTPUT`); 100 MB of ``<system-out>`` or a gigabyte of
+comments between cases cost no more memory than a small report. Nesting depth costs one small
+entry per open suite and no recursion, so 10,000 nested suites are fine. Only a single tag or
+comment, which expat must hold whole, is limited: one larger than :data:`MAX_TOKEN` bytes (a
+hostile file) is refused. While a tag stays open the chunks grow with it, because expat 2.5
+re-reads an open token from its start on every call: fixed chunks made a 60 MB attribute take
+45 s (quadratic), growing ones take linear time.
 
 Hostile input: :class:`~tasks.reports_xmlin.EntityGuard` refuses every entity declaration and
 every entity reference (billion laughs, ``file:///etc/passwd``, entities from an external DTD)
@@ -30,216 +36,248 @@ without ``file`` inherits the nearest enclosing suite's ``file``. Suite-level
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator
-from itertools import chain
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
-from xml.etree.ElementTree import ParseError, XMLPullParser
+from xml.parsers import expat
 
 from tasks.errors import ReportError
+from tasks.reports_cases import (
+    MAX_OUTPUT,
+    MAX_TRACE,
+    NO_SUITE,
+    RERUNS,
+    SEVERITY,
+    Record,
+    Row,
+    Suite,
+    expand,
+    line_number,
+    not_run,
+    number,
+    ranked,
+    result_of,
+)
 from tasks.reports_ids import base_id
-from tasks.reports_xmlin import EntityGuard, Refused, text_chunks
+from tasks.reports_xmlin import (
+    CHUNK,
+    EntityGuard,
+    Refused,
+    Utf8Reader,
+    refuse_declaration,
+    refuse_external,
+)
 from tasks.stacktrace import PathNormaliser, trace_pairs
 
 if TYPE_CHECKING:
     from tasks.types import TestStatus
 
-#: One test case as a plain dict with the fields of TestCaseResult.
-Record = dict[str, Any]
-
-#: Captured output beyond this is cut (the tail is kept: the end of a log explains a failure).
-MAX_OUTPUT = 64 * 1024
-#: Failure text beyond this is cut (the head is kept: it holds the message and innermost frames).
-MAX_TRACE = 1024 * 1024
-#: One text node or tag larger than this (characters) is refused: it would be held whole.
-MAX_TOKEN = 64 * 1024 * 1024
-#: Further results kept per case (a report could repeat <failure> without end).
-MAX_OTHER_RESULTS = 16
-
-#: Result elements and their severity: the most severe one is the case's status.
-_SEVERITY: dict[str, tuple[int, TestStatus]] = {
-    "error": (3, "error"),
-    "failure": (2, "failed"),
-    "skipped": (1, "skipped"),
-}
-#: Surefire's re-run records: detail only, they never change the status.
-_RERUNS = frozenset({"rerunFailure", "rerunError", "flakyFailure", "flakyError"})
-#: testcase ``status``/``result`` values that mean the case did not run.
-_NOT_RUN = frozenset({"disabled", "notrun", "not_run", "suppressed", "skipped", "ignored"})
-_TYPE_LINE = re.compile(r"^\S+:\d+: ([A-Za-z_][\w.]*)\s*$", re.M)
-_TYPE_PREFIX = re.compile(
-    r"^((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure|Exit|Interrupt))(?=:|$)"
-)
+#: One tag or comment larger than this (bytes) is refused: expat must hold it whole (and
+#: peak memory is a few times this).
+MAX_TOKEN = 16 * 1024 * 1024
 _ENTITY_ERROR = 11  # expat's XML_ERROR_UNDEFINED_ENTITY
+_INF = math.inf
+#: A case's children whose text is kept: results (head kept) and captured output (tail kept).
+_RESULTS = frozenset({*SEVERITY, *RERUNS})
+_OUTPUT = ("system-out", "system-err")
+_CAPTURED = _RESULTS | frozenset(_OUTPUT)
 
 
-def _number(value: str | None) -> float:
-    if not value:
-        return 0.0
-    try:
-        number = float(value)
-    except ValueError:
-        try:
-            number = float(value.replace(",", ""))  # Surefire writes 1,234.5 in some locales
-        except ValueError:
-            return 0.0
-    return number if math.isfinite(number) and number >= 0 else 0.0
+class _Reader:
+    """expat's handlers: a record for every <testcase>, built when it ends.
 
+    Outside a case only suites are tracked; inside one, only the case's direct children that
+    carry results or output, whose text (CDATA and nested elements' text included) streams
+    into a capped buffer: the head of a failure's text, the tail of captured output. Every
+    other text is never handed to Python at all.
+    """
 
-def _line(value: str | None) -> int | None:
-    if not value:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return None
+    def __init__(self, parser: Any, norm: PathNormaliser, lean: bool) -> None:
+        """Attach to ``parser`` (its element handlers are set here).
 
+        ``lean``: plain passing cases become :data:`Row` tuples and captured output is skipped.
+        """
+        self._parser = parser
+        self._norm = norm
+        self._lean = lean
+        self._captured = _RESULTS if lean else _CAPTURED
+        #: Records (and rows, when lean) of the cases finished since the caller took them.
+        self.records: list[Record | Row] = []
+        self.root_seen = False
+        self._suites: list[Suite] = []
+        self._suite = NO_SUITE
+        self._depth = 0  # 0 outside a testcase, 1 in it, 2 in one of its children...
+        self._attrs: dict[str, str] = {}
+        self._results: list[tuple[int, Record]] = []  # (severity, result) in report order
+        self._output: dict[str, str] = {}
+        self._child: tuple[str, dict[str, str]] | None = None
+        self._buf: list[str] = []
+        self._size = 0
+        parser.StartElementHandler = self._start_root
+        parser.EndElementHandler = self._end
 
-def _error_type(attr: str | None, message: str | None, trace: str | None) -> str | None:
-    if attr:
-        return attr
-    if trace:
-        # pytest ends a failure with "path:line: ErrorType"; the last such line is innermost.
-        found = _TYPE_LINE.findall(trace)
-        if found:
-            return str(found[-1])
-    if message:
-        m = _TYPE_PREFIX.match(message)
-        if m:
-            return m.group(1)
-    return None
+    def _start_root(self, tag: str, attrs: dict[str, str]) -> None:
+        if tag not in ("testsuites", "testsuite"):
+            raise Refused(
+                f"XML root is <{tag[:40]}>, not <testsuites> or <testsuite>: not a JUnit XML report"
+            )
+        self.root_seen = True
+        self._parser.StartElementHandler = self._start
+        self._start(tag, attrs)
 
+    def _start(self, tag: str, attrs: dict[str, str]) -> None:
+        depth = self._depth
+        if depth:
+            self._depth = depth + 1
+            if depth == 1 and tag in self._captured:
+                self._child = (tag, attrs)
+                self._buf = []
+                self._size = 0
+                self._parser.CharacterDataHandler = self._tail if tag in _OUTPUT else self._head
+        elif tag == "testcase":
+            self._depth = 1
+            self._attrs = attrs
+        elif tag == "testsuite":
+            self._suite = Suite(attrs, self._suite if self._suites else None)
+            self._suites.append(self._suite)
 
-def _text(elem: Any) -> str:
-    """An element's text (CDATA included); Surefire's re-runs keep it in <stackTrace>."""
-    text = "".join(elem.itertext()) if len(elem) else (elem.text or "")
-    return text[:MAX_TRACE] if len(text) > MAX_TRACE else text
+    def _end(self, _tag: str) -> None:
+        depth = self._depth
+        if depth == 1:
+            self._depth = 0
+            self.records.append(self._record())
+        elif depth:
+            self._depth = depth - 1
+            if depth == 2 and self._child is not None:
+                self._end_child(*self._child)
+        elif _tag == "testsuite":
+            self._suites.pop()
+            self._suite = self._suites[-1] if self._suites else NO_SUITE
 
+    def _head(self, data: str) -> None:
+        if self._size < MAX_TRACE:
+            self._buf.append(data)
+            self._size += len(data)
 
-def _first_line(text: str) -> str:
-    return text.split("\n", 1)[0].rstrip("\r")
+    def _tail(self, data: str) -> None:
+        self._buf.append(data)
+        self._size += len(data)
+        if self._size > 2 * MAX_OUTPUT:
+            kept = "".join(self._buf)[-MAX_OUTPUT:]
+            self._buf = [kept]
+            self._size = len(kept)
 
+    def _end_child(self, tag: str, attrs: dict[str, str]) -> None:
+        self._parser.CharacterDataHandler = None
+        self._child = None
+        text = "".join(self._buf)
+        self._buf = []
+        if tag in _OUTPUT:
+            if text:
+                self._output[tag] = text[-MAX_OUTPUT:]
+            return
+        severity = SEVERITY.get(tag)
+        self._results.append(
+            (severity[0] if severity else 0, result_of(tag, attrs, text[:MAX_TRACE]))
+        )
 
-def _result(elem: Any, kind: str) -> Record:
-    """message, error_type and trace of one result element."""
-    text = _text(elem).strip()
-    message = (elem.get("message") or "").strip() or (_first_line(text) if text else None)
-    if kind == "skipped":
-        return {"kind": kind, "message": message, "error_type": None, "trace": None}
-    trace = text or None
-    return {
-        "kind": kind,
-        "message": message,
-        "error_type": _error_type(elem.get("type"), message, trace),
-        "trace": trace,
-    }
-
-
-def _not_run(attrs: Any, suite: _Suite | None) -> str | None:
-    """The reason a case without a result element did not run (GoogleTest, CTest), or None."""
-    for key in ("status", "result"):
-        value = attrs.get(key)
-        if value and value.lower() in _NOT_RUN:
-            return value
-    if suite is not None and suite.all_disabled:
-        return "disabled"
-    return None
-
-
-class _Suite:
-    """What a case inherits from its enclosing <testsuite>."""
-
-    __slots__ = ("all_disabled", "file", "name", "pytest")
-
-    def __init__(self, attrs: Any, parent: _Suite | None) -> None:
-        self.file: str | None = attrs.get("file") or (parent.file if parent else None)
-        self.name: str = attrs.get("name") or ""
-        self.pytest: bool = (parent is not None and parent.pytest) or self.name == "pytest"
-        disabled = _line(attrs.get("disabled"))
-        tests = _line(attrs.get("tests"))
-        self.all_disabled = bool(disabled) and disabled == tests
-
-
-class _Cases:
-    """Turns finished <testcase> elements into records (the per-case hot path)."""
-
-    def __init__(self, norm: PathNormaliser) -> None:
-        self.norm = norm
-
-    def record(self, elem: Any, suite: _Suite | None) -> Record:
-        get = elem.attrib.get
+    def _record(self) -> Record | Row:
+        """The record of the case that just ended (the per-case hot path)."""
+        attrs = self._attrs
+        get = attrs.get
+        suite = self._suite
         name = get("name", "")
         classname = get("classname") or get("class") or ""
-        raw_file = get("file") or (suite.file if suite is not None else None)
-        file = self.norm(raw_file) if raw_file else None
-        line = _line(get("line"))
-        if line is not None and suite is not None and suite.pytest:
-            line += 1  # pytest writes the 0-based line of the test function
+        file = get("file") or suite.file
+        if file:
+            file = self._norm(file) or None
+        line: Any = get("line")
+        if line is not None:
+            line = line_number(line)
+            if line is not None and suite.pytest:
+                line += 1  # pytest writes the 0-based line of the test function
+        duration: Any = get("time")
+        if duration is None:
+            duration = 0.0
+        else:
+            try:
+                duration = float(duration)
+            except ValueError:
+                duration = number(duration)
+            if not 0.0 <= duration < _INF:  # negative, infinite or NaN
+                duration = 0.0
+        if file is None and classname and classname != name:
+            id_ = f"{classname}::{name}"  # base_id's first rule, inlined: most cases take it
+        else:
+            id_ = base_id(file, line, classname, name, suite.name)
+        if self._results or self._output or "status" in attrs or "result" in attrs:
+            return self._detailed(id_, name, classname, file, line, duration)
+        if suite.all_disabled:
+            return self._detailed(id_, name, classname, file, line, duration)
+        if self._lean:
+            return (id_, name, classname, file, line, duration)
+        return expand((id_, name, classname, file, line, duration))
+
+    def _detailed(
+        self, id_: str, name: str, classname: str, file: str | None, line: int | None,
+        duration: float,
+    ) -> Record | Row:  # fmt: skip
+        """The record of a case with results, output or a status attribute."""
         status: TestStatus = "passed"
-        message = error_type = trace = out = err = None
+        message = error_type = trace = None
         others: list[Record] = []
-        if len(elem):
-            main, others, out, err = _children(elem)
+        locations: list[dict[str, Any]] = []
+        if self._results:
+            main, others = ranked(self._results)
+            self._results = []
             if main is not None:
-                status = _SEVERITY[main["kind"]][1]
+                status = SEVERITY[main["kind"]][1]
                 message, error_type, trace = main["message"], main["error_type"], main["trace"]
-        if status == "passed" and (
-            get("status") or get("result") or (suite is not None and suite.all_disabled)
-        ):
-            not_run = _not_run(elem.attrib, suite)
-            if not_run:
-                status, message = "skipped", not_run
-        duration = get("time")
+                if trace:
+                    locations = [{"path": p, "line": n} for p, n in trace_pairs(trace, self._norm)]
+        if status == "passed":
+            reason = not_run(self._attrs, self._suite)
+            if reason:
+                status, message = "skipped", reason
+        out = err = None
+        if self._output:
+            out, err = self._output.get("system-out"), self._output.get("system-err")
+            self._output = {}
+        if self._lean and status == "passed" and not others:
+            return (id_, name, classname, file, line, duration)
         return {
-            "id": base_id(file, line, classname, name, suite.name if suite is not None else ""),
+            "id": id_,
             "name": name,
             "classname": classname,
             "file": file,
             "line": line,
             "status": status,
-            "duration": _number(duration) if duration else 0.0,
+            "duration": duration,
             "message": message,
             "error_type": error_type,
             "trace": trace,
-            "locations": [{"path": p, "line": n} for p, n in trace_pairs(trace, self.norm)]
-            if trace
-            else [],
+            "locations": locations,
             "other_results": others,
             "duplicate_of": None,
-            "stdout": out[-MAX_OUTPUT:] if out else None,
-            "stderr": err[-MAX_OUTPUT:] if err else None,
+            "stdout": out,
+            "stderr": err,
         }
 
 
-def _children(elem: Any) -> tuple[Record | None, list[Record], str | None, str | None]:
-    """(most severe result, the other results in report order, stdout, stderr) of a case."""
-    results: list[tuple[int, Record]] = []  # (severity, result), in report order
-    out = err = None
-    for child in elem:
-        tag = child.tag
-        severity = _SEVERITY.get(tag)
-        if severity is not None:
-            results.append((severity[0], _result(child, tag)))
-        elif tag in _RERUNS:
-            results.append((0, _result(child, tag)))
-        elif tag == "system-out":
-            out = child.text
-        elif tag == "system-err":
-            err = child.text
-    if not results:
-        return None, [], out, err
-    best = max(range(len(results)), key=lambda i: results[i][0])  # first of the most severe
-    main = results[best][1] if results[best][0] else None
-    if main is None:
-        best = -1
-    others = [r for i, (_, r) in enumerate(results) if i != best][:MAX_OTHER_RESULTS]
-    return main, others, out, err
+def _parser() -> Any:
+    """An expat parser that reads UTF-8 whatever the document declares and loads nothing."""
+    parser = expat.ParserCreate(encoding="utf-8")
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    parser.EntityDeclHandler = refuse_declaration
+    parser.UnparsedEntityDeclHandler = refuse_declaration
+    parser.ExternalEntityRefHandler = refuse_external
+    parser.buffer_text = True  # a text arrives in few calls, not one per line or reference
+    parser.buffer_size = CHUNK
+    return parser
 
 
-def _parse_error(source: str, exc: ParseError, seen_root: bool) -> ReportError:
-    line, column = exc.position
-    reason = str(exc).split(":", 1)[0]
+def _parse_error(source: str, exc: expat.ExpatError, seen_root: bool) -> ReportError:
+    line, column = exc.lineno, exc.offset
+    reason = expat.ErrorString(exc.code)
     if exc.code == _ENTITY_ERROR:
         return ReportError(
             source,
@@ -252,90 +290,54 @@ def _parse_error(source: str, exc: ParseError, seen_root: bool) -> ReportError:
     return ReportError(source, f"{what} (line {line}, column {column + 1}: {reason})")
 
 
-def iter_junit(
-    source: str, stream: IO[bytes], head: bytes, repo: Path | None, norm: PathNormaliser
-) -> Iterator[Record]:
-    """Yield the cases of a JUnit XML report as records, as they are read.
+def junit_batches(
+    source: str, stream: IO[bytes], head: bytes, norm: PathNormaliser, lean: bool = False
+) -> Iterator[list[Record | Row]]:
+    """Yield the cases of a JUnit XML report as lists of records, as they are read.
 
     A record is a dict with exactly the fields of TestCaseResult, in its field order
     (locations as ``{"path", "line"}`` dicts, other results as dicts); callers validate it into
     a TestCaseResult or, when only JSON output is wanted, serialise it directly. Its ``id`` is
-    the base id (see :mod:`tasks.reports_ids`); the caller makes it unique.
+    the base id (see :mod:`tasks.reports_ids`); the caller makes it unique. One list holds the
+    cases one chunk of input completed.
 
     Args:
         source: The report's name for error messages.
         stream: The open file, positioned just after ``head``.
         head: The bytes already read from the start of the file (for sniffing).
-        repo: Repository root for relative paths (the normaliser holds it).
-        norm: The path normaliser for ``repo``.
+        norm: The path normaliser for the repository.
+        lean: Give plain passing cases as :data:`Row` tuples and skip captured output.
 
     Raises:
         ReportError: on malformed, truncated, hostile or non-JUnit XML.
     """
+    chunks = Utf8Reader(stream, head, source)
     guard = EntityGuard()
-    pull: XMLPullParser[Any] = XMLPullParser(events=("start", "end"))
-    cases = _Cases(norm)
-    suites: list[_Suite] = []
-    root: Any = None
-    in_case = 0
-    pending = 0
-    elem: Any = None
+    parser = _parser()
+    reader = _Reader(parser, norm, lean)
+    parse = parser.Parse
+    size = CHUNK
+    fed = 0
     try:
-        for chunk in chain(text_chunks(stream, head, source), [None]):
-            if chunk is None:
-                pull.close()  # raises on a truncated document
-            else:
-                guard.feed(chunk)
-                pull.feed(chunk)
-                pending += len(chunk)
-            elem = None
-            events: Iterator[Any] = pull.read_events()
-            for event, elem in events:
-                tag = elem.tag
-                if event == "start":
-                    if tag == "testcase":
-                        in_case += 1
-                    elif tag == "testsuite" and not in_case:
-                        suites.append(_Suite(elem.attrib, suites[-1] if suites else None))
-                    if root is None:
-                        _check_root(tag)
-                        root = elem
-                elif tag == "testcase":
-                    in_case -= 1
-                    if not in_case:
-                        yield cases.record(elem, suites[-1] if suites else None)
-                elif tag == "testsuite" and not in_case:
-                    suites.pop()
-            if elem is not None:
-                pending = 0
-                _prune(root)
-            elif pending > MAX_TOKEN:
+        while not chunks.eof:
+            data = chunks.read(size)
+            guard.feed(data)
+            parse(data, chunks.eof)
+            if reader.records:
+                yield reader.records
+                reader.records = []
+            # Bytes expat holds for a token still open (a tag, a comment; text streams out).
+            fed += len(data)
+            held = fed - parser.CurrentByteIndex if parser.CurrentByteIndex >= 0 else 0
+            if held > MAX_TOKEN:
                 raise Refused(
-                    f"a single text or tag is larger than {MAX_TOKEN // 2**20} MB "
+                    f"a single tag or comment is larger than {MAX_TOKEN // 2**20} MB "
                     "(refused to bound memory)"
                 )
+            # expat 2.5 re-reads an open token from its start on every call: growing the
+            # chunk with it keeps a large token linear instead of quadratic.
+            size = max(CHUNK, held)
     except Refused as exc:
         raise ReportError(source, str(exc)) from None
-    except ParseError as exc:
-        raise _parse_error(source, exc, root is not None) from None
-
-
-def _prune(root: Any) -> None:
-    """Drop every finished element: the open ones are the chain of last children from the root.
-
-    Run after a chunk's events are handled, so nothing still needs the dropped elements; the
-    tree never grows beyond the open path and the elements of one chunk.
-    """
-    elem = root
-    while elem.tag != "testcase" and len(elem):  # an open case still needs its children
-        last = elem[-1]
-        if len(elem) > 1:
-            del elem[:-1]
-        elem = last
-
-
-def _check_root(tag: str) -> None:
-    if tag not in ("testsuites", "testsuite"):
-        raise Refused(
-            f"XML root is <{tag[:40]}>, not <testsuites> or <testsuite>: not a JUnit XML report"
-        )
+    except expat.ExpatError as exc:
+        raise _parse_error(source, exc, reader.root_seen) from None

@@ -13,10 +13,12 @@ from __future__ import annotations
 import codecs
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 from tasks.errors import ReportError
+from tasks.reports_cases import Record, Row, expand
 from tasks.reports_ids import CaseIds
-from tasks.reports_junit import Record, iter_junit
+from tasks.reports_junit import junit_batches
 from tasks.reports_rspec import parse_rspec_json
 from tasks.stacktrace import PathNormaliser
 
@@ -52,7 +54,7 @@ def _first_significant(head: bytes) -> tuple[str, str]:
     return "other", f"starts with {first!r}"
 
 
-def _cases(path: Path, repo: Path | None, norm: PathNormaliser) -> Iterator[Record]:
+def _batches(path: Path, norm: PathNormaliser, lean: bool) -> Iterator[list[Record | Row]]:
     source = str(path)
     try:
         stream = path.open("rb")
@@ -74,7 +76,7 @@ def _cases(path: Path, repo: Path | None, norm: PathNormaliser) -> Iterator[Reco
             raise ReportError(source, f"{_NOT_A_REPORT} ({detail})")
         if kind == "xml":
             try:
-                yield from iter_junit(source, stream, head, repo, norm)
+                yield from junit_batches(source, stream, head, norm, lean)
             except OSError as exc:
                 raise ReportError(source, f"cannot read: {exc.strerror or exc}") from None
             return
@@ -82,7 +84,7 @@ def _cases(path: Path, repo: Path | None, norm: PathNormaliser) -> Iterator[Reco
             data = head + stream.read()
         except OSError as exc:
             raise ReportError(source, f"cannot read: {exc.strerror or exc}") from None
-    yield from parse_rspec_json(source, data, norm)
+    yield list(parse_rspec_json(source, data, norm))
 
 
 def iter_records(
@@ -108,17 +110,42 @@ def iter_records(
         ReportError: when the file is missing, unreadable, empty, hostile or not a report.
             Cases already yielded from a file that then fails belong to a broken report.
     """
+    for batch in case_batches(path, repo, normalise, ids):
+        yield from cast(list[Record], batch)
+
+
+def case_batches(
+    path: Path,
+    repo: Path | None = None,
+    normalise: PathNormaliser | None = None,
+    ids: CaseIds | None = None,
+    lean: bool = False,
+) -> Iterator[list[Record | Row]]:
+    """The cases of :func:`iter_records` in lists, as they are read (fewer steps per case).
+
+    With ``lean``, plain passing cases come as :data:`~tasks.reports_cases.Row` tuples and
+    captured output is not kept (for callers that only count cases and write their JSON).
+    """
     norm = normalise if normalise is not None else PathNormaliser(repo)
     registry = ids if ids is not None else CaseIds()
-    claim = registry.claim
     done = False
     try:
-        for record in _cases(path, repo, norm):
-            record["id"], record["duplicate_of"] = claim(record["id"])
-            yield record
+        for batch in _batches(path, norm, lean):
+            _claim(registry, batch)
+            yield batch
         done = True
     finally:
         if done:
             registry.commit()
         else:
             registry.rollback()
+
+
+def _claim(ids: CaseIds, batch: list[Record | Row]) -> None:
+    """Make the batch's ids unique: all at once when all are new, else case by case."""
+    if ids.claim_new([case[0] if isinstance(case, tuple) else case["id"] for case in batch]):
+        return
+    for i, case in enumerate(batch):
+        record = expand(case) if isinstance(case, tuple) else case
+        record["id"], record["duplicate_of"] = ids.claim(record["id"])
+        batch[i] = record

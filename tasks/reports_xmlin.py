@@ -1,24 +1,24 @@
-"""Untrusted XML in: decoded text chunks, and the entity guard that runs beside the C parser.
+"""Untrusted XML in: repaired UTF-8 chunks, and the entity guard that runs beside the C parser.
 
-The JUnit parser hands the C ElementTree parser decoded text (``str``), so every encoding is
-decoded here, once, with the same rules: a byte order mark wins, then the XML declaration's
-``encoding``, else UTF-8. Invalid bytes become U+FFFD and characters XML 1.0 forbids (ANSI
-colour codes in captured output, NUL) are replaced, so a damaged report keeps its cases.
+The JUnit parser hands expat UTF-8 bytes and tells it so, so every encoding is decoded here,
+once, with the same rules: a byte order mark wins, then the XML declaration's ``encoding``,
+else UTF-8. Invalid bytes become U+FFFD and characters XML 1.0 forbids (ANSI colour codes in
+captured output, NUL) are replaced, so a damaged report keeps its cases.
 
 Entities: no entity is ever expanded or loaded. :class:`EntityGuard` sees the document before
 the C parser does and refuses any ``<!ENTITY>`` declaration (billion laughs, external entities,
-parameter entities). The C parser itself rejects a reference to an undeclared entity, except in
-one case XML allows: a document whose DOCTYPE names an external DTD may use entities the DTD
-declares, and expat then silently drops such references in attribute values (an empty
-``message``). For those documents only, the guard keeps reading the raw markup with a second
-expat parser and refuses any entity reference other than the five predefined ones.
+parameter entities); the C parser refuses them too. The C parser rejects a reference to an
+undeclared entity, except in one case XML allows: a document whose DOCTYPE names an external
+DTD may use entities the DTD declares, and expat then silently drops such references in
+attribute values (an empty ``message``). For those documents only, the guard reads the whole
+document's raw markup with its own expat parser and refuses any entity reference other than
+the five predefined ones.
 """
 
 from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Iterator
 from typing import IO, Any
 from xml.parsers import expat
 
@@ -30,7 +30,8 @@ CHUNK = 1 << 16
 _DECLARED = re.compile(rb"""^\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 # Characters XML 1.0 forbids; real reports carry them (ANSI colour codes in captured output).
 _FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-_FORBIDDEN_BYTES = re.compile(b"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+# The same as single bytes: one `in` (memchr) per byte value is far faster than a regex.
+_FORBIDDEN_ASCII = tuple(bytes([c]) for c in range(32) if c not in (9, 10, 13))
 # An entity reference that is not one of XML's five predefined entities or a character ref.
 _ENTITY_REF = re.compile(r"&(?!(?:amp|lt|gt|quot|apos);|#)([^\s;&<>\"']{0,40})")
 _BOMS = (
@@ -67,125 +68,106 @@ def _codec(head: bytes, source: str) -> tuple[str, int]:
     return ("utf-8" if name.startswith(("utf-16", "utf-32")) else name), 0
 
 
-def text_chunks(stream: IO[bytes], head: bytes, source: str) -> Iterator[str | bytes]:
-    """Yield the document as repaired UTF-8: the first chunk as text, later ones as text or bytes.
+class Utf8Reader:
+    """Reads a document as repaired UTF-8 bytes, in chunks of the size the caller asks for.
 
-    The first chunk is always text, which makes the C parser read everything as UTF-8 whatever
-    the document declares. Later chunks of a UTF-8 document that are plain ASCII without
-    forbidden control characters (nearly all of a real report) are passed on as the bytes
-    they are: decoding and re-encoding them would only cost time.
-
-    Raises:
-        ReportError: when the declared encoding is unknown.
+    The C parser is told the input is UTF-8 whatever the document declares, so every encoding
+    is decoded here, once. Chunks of a UTF-8 document that are plain ASCII without forbidden
+    control characters (nearly all of a real report) are passed on as the bytes they are:
+    decoding and re-encoding them would only cost time.
     """
-    name, skip = _codec(head, source)
-    decoder = codecs.getincrementaldecoder(name)(errors="replace")
-    plain_ok = name == "utf-8"
-    data = head[skip:]
-    first = True
-    while True:
-        if (
-            plain_ok
-            and not first
-            and data.isascii()
-            and not _FORBIDDEN_BYTES.search(data)
-            and not decoder.getstate()[0]
-        ):
-            yield data
-        else:
-            text = decoder.decode(data, final=not data)
-            if _FORBIDDEN.search(text):
-                text = _FORBIDDEN.sub("\ufffd", text)
-            if text or first:
-                yield text
-            first = False
+
+    def __init__(self, stream: IO[bytes], head: bytes, source: str) -> None:
+        """Start after ``head`` (the bytes already read from ``stream``).
+
+        Raises:
+            ReportError: when the declared encoding is unknown.
+        """
+        name, skip = _codec(head, source)
+        self._stream = stream
+        self._head = head[skip:]
+        self._plain = name == "utf-8"
+        self._decoder = codecs.getincrementaldecoder(name)(errors="replace")
+        #: True once the last chunk has been returned.
+        self.eof = False
+
+    def read(self, size: int) -> bytes:
+        """The next chunk (about ``size`` bytes of input); sets :attr:`eof` with the last one."""
+        data, self._head = (self._head, b"") if self._head else (self._stream.read(size), b"")
         if not data:
-            return
-        data = stream.read(CHUNK)
+            self.eof = True
+            return _repair(self._decoder.decode(b"", final=True))
+        if self._plain and data.isascii() and not self._decoder.getstate()[0]:
+            for byte in _FORBIDDEN_ASCII:
+                if byte in data:
+                    break
+            else:
+                return data
+        return _repair(self._decoder.decode(data))
 
 
-def _refuse_declaration(*_: Any) -> None:
+def _repair(text: str) -> bytes:
+    """Text as UTF-8 with the characters XML 1.0 forbids replaced by U+FFFD."""
+    if _FORBIDDEN.search(text):
+        text = _FORBIDDEN.sub("\ufffd", text)
+    return text.encode("utf-8", errors="replace")
+
+
+def refuse_declaration(*_: Any) -> None:
+    """expat handler: an entity declaration is refused."""
     raise Refused("entity declarations are refused (entity expansion or external entity)")
 
 
-def _refuse_external(*_: Any) -> int:
+def refuse_external(*_: Any) -> int:
+    """expat handler: an external entity is never loaded."""
     raise Refused("external entities are refused")
+
+
+class _Stop(Exception):
+    """Raised inside the guard's handler to stop reading: nothing more to check."""
 
 
 class EntityGuard:
     """Sees every chunk before the C parser; raises :class:`Refused` on entity use.
 
-    Until the root element starts, a small expat parser reads the prolog and refuses entity
-    declarations. When the DOCTYPE names an external DTD, a second parser reads the whole
-    document's raw markup for entity references (see the module docstring); otherwise the
-    guard stops after the prolog and costs nothing more.
+    A small expat parser without element or text handlers reads the raw markup (expat hands
+    it to the default handler: start tags with their attribute values as written, text with
+    its references) and refuses entity declarations. When the root element starts and the
+    DOCTYPE named no external DTD, the guard stops: it costs the prolog and nothing more.
+    Otherwise it keeps reading the whole document and refuses any entity reference other than
+    the five predefined ones (see the module docstring).
     """
 
     def __init__(self) -> None:
-        """Create the prolog parser."""
-        self._prolog: Any = self._parser()
-        self._prolog.StartDoctypeDeclHandler = self._doctype
-        self._prolog.StartElementHandler = self._root
-        self._seen_root = False
-        self._external = False
-        self._fed: list[str | bytes] = []
-        self._raw: Any = None
-        self._in_cdata = False
-
-    @staticmethod
-    def _parser() -> Any:
+        """Create the guard's parser."""
         parser = expat.ParserCreate(encoding="utf-8")
         parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
-        parser.EntityDeclHandler = _refuse_declaration
-        parser.UnparsedEntityDeclHandler = _refuse_declaration
-        parser.ExternalEntityRefHandler = _refuse_external
-        return parser
-
-    def _doctype(self, _name: str, system_id: str | None, public_id: str | None, _i: int) -> None:
-        self._external = bool(system_id or public_id)
-
-    def _root(self, _name: str, _attrs: Any) -> None:
-        self._seen_root = True
-        self._prolog.StartElementHandler = None
-
-    def feed(self, chunk: str | bytes) -> None:
-        """Check one chunk (call before the C parser sees it)."""
-        if self._raw is not None:
-            self._feed_raw(chunk)
-            return
-        if self._prolog is None:
-            return
-        self._fed.append(chunk)
-        try:
-            self._prolog.Parse(chunk, False)
-        except expat.ExpatError:
-            self._seen_root = True  # malformed: the C parser gives the precise error
-        if not self._seen_root:
-            return
-        self._prolog = None
-        if self._external:
-            self._raw = self._raw_parser()
-            for earlier in self._fed:
-                self._feed_raw(earlier)
-        self._fed = []
-
-    def _raw_parser(self) -> Any:
-        parser = self._parser()
-        # Without element or text handlers, expat hands the raw markup to the default
-        # handler: start tags with their attribute values as written, text with its references.
+        parser.EntityDeclHandler = refuse_declaration
+        parser.UnparsedEntityDeclHandler = refuse_declaration
+        parser.ExternalEntityRefHandler = refuse_external
+        parser.StartDoctypeDeclHandler = self._doctype
         parser.DefaultHandler = self._check_raw
         parser.SkippedEntityHandler = self._skipped
         parser.StartCdataSectionHandler = self._cdata_start
         parser.EndCdataSectionHandler = self._cdata_end
         parser.CommentHandler = lambda _text: None
         parser.ProcessingInstructionHandler = lambda _target, _data: None
-        return parser
+        self._raw: Any = parser
+        self._seen_root = False
+        self._external = False
+        self._in_cdata = False
 
-    def _feed_raw(self, chunk: str | bytes) -> None:
+    def _doctype(self, _name: str, system_id: str | None, public_id: str | None, _i: int) -> None:
+        self._external = bool(system_id or public_id)
+
+    def feed(self, chunk: bytes) -> None:
+        """Check one chunk (call before the C parser sees it)."""
+        if self._raw is None:
+            return
         try:
             self._raw.Parse(chunk, False)
-        except expat.ExpatError:
-            self._raw = None  # malformed: the C parser reports it
+        except (expat.ExpatError, _Stop):
+            self._raw = None  # done, or malformed: then the C parser gives the precise error
 
     def _cdata_start(self) -> None:
         self._in_cdata = True
@@ -194,6 +176,10 @@ class EntityGuard:
         self._in_cdata = False
 
     def _check_raw(self, data: str) -> None:
+        if not self._seen_root and data[:1] == "<" and data[1:2] not in ("!", "?"):
+            self._seen_root = True  # the root's start tag
+            if not self._external:
+                raise _Stop
         if "&" in data and not self._in_cdata:
             m = _ENTITY_REF.search(data)
             if m:

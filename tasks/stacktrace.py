@@ -103,7 +103,7 @@ class PathNormaliser:
         self._roots = roots
         self._cached: Callable[[str], str] = lru_cache(maxsize=4096)(self._normalise)
         #: Parsed trace lines: the same frames recur in thousands of traces of one report.
-        self.frames: dict[str, tuple[str, int, bool] | None] = {}
+        self.frames: dict[str, tuple[tuple[str, int], bool] | None] = {}
 
     def __call__(self, path: str) -> str:
         """Return the normalised form of ``path``."""
@@ -129,7 +129,7 @@ _MISSING: Any = object()
 _FRAME_CACHE = 65536
 
 
-def _parse_line(raw: str, norm: PathNormaliser) -> tuple[str, int, bool] | None:
+def _parse_line(raw: str, norm: PathNormaliser) -> tuple[tuple[str, int], bool] | None:
     found = _frame(raw.strip())
     if found is None:
         return None
@@ -137,7 +137,7 @@ def _parse_line(raw: str, norm: PathNormaliser) -> tuple[str, int, bool] | None:
     number = int(line)
     if number < 1 or _not_a_file(path):
         return None
-    return norm(path), number, innermost_first
+    return (norm(path), number), innermost_first
 
 
 def trace_pairs(trace: str, norm: PathNormaliser) -> list[tuple[str, int]]:
@@ -159,17 +159,22 @@ def trace_pairs(trace: str, norm: PathNormaliser) -> list[tuple[str, int]]:
             frames[raw] = found
         if found is None:
             continue
-        path, number, innermost_first = found
-        if block and innermost_first != block_reversed:
+        pair, innermost_first = found
+        if innermost_first != block_reversed and block:
             ordered.extend(reversed(block) if block_reversed else block)
             block = []
         block_reversed = innermost_first
-        block.append((path, number))
-    ordered.extend(reversed(block) if block_reversed else block)
-    result: list[tuple[str, int]] = []
-    for item in ordered:
-        if not result or item != result[-1]:
-            result.append(item)
+        block.append(pair)
+    if not ordered:  # one block, the usual trace
+        ordered = block
+        if block_reversed:
+            ordered.reverse()
+    else:
+        ordered.extend(reversed(block) if block_reversed else block)
+    result = ordered[:1]
+    for pair in ordered:
+        if pair != result[-1]:
+            result.append(pair)
     return result
 
 

@@ -129,8 +129,8 @@ def test_parse_does_not_import_prefect(tmp_path: Path) -> None:
 
 
 def test_fast_case_json_is_byte_identical_to_the_encoder() -> None:
-    from flows.commands.parse import case_json
     from tasks.reports import iter_records
+    from tasks.reports_json import case_json
 
     records = [
         r for name in ("surefire.xml", "nested.xml", "jest-junit.xml")
@@ -198,3 +198,47 @@ def test_other_forms_go_to_typer() -> None:
     assert fast_parse_args(["--json", "a.xml"]) == ([Path("a.xml")], True)
     for args in ([], ["--json"], ["--help"], ["a.xml", "-v"], ["--", "a.xml"], ["-"]):
         assert fast_parse_args(args) is None
+
+
+CORPUS = Path(__file__).parent / "data" / "reports"
+
+
+@pytest.mark.slow
+def test_json_equals_the_typed_models_on_the_whole_corpus(tmp_path: Path) -> None:
+    """The lean JSON path (passing cases as tuples, ids claimed per batch) against the typed
+    models, on every dialect at once: duplicates across files, multi-result cases, disabled
+    tests, and a broken file (the entity one) that must contribute nothing."""
+    reports = sorted(p for p in CORPUS.iterdir() if p.name != "expected.json" and p.is_file())
+    reports = [p for p in reports if p.suffix in (".xml", ".json")]
+    reports += reports[:3]  # the same files again: every case a duplicate
+    done = autopilot("--json", *map(str, reports))
+    doc = json.loads(done.stdout)
+    expected = json.loads(parse_reports(reports).model_dump_json())
+    assert doc == expected
+    assert doc["summary"]["duplicates"] > 10
+    assert done.returncode == (2 if expected["errors"] else 0)
+
+
+def test_rows_write_what_their_records_write() -> None:
+    from tasks.reports_cases import expand
+    from tasks.reports_json import case_json, cases_json, row_json
+
+    rows = [
+        ("a::b", "b", "a", None, None, 0.25),
+        ('q"\\ caf\u00e9', "n\n", "", "x/y.py", 7, 0.0),
+        ("z", "z", "", None, 0, -0.0),  # -0.0 is written as -0.0 by json, never cached as 0.0
+        ("big", "big", "", None, None, 1e300),
+        ("inf", "inf", "", None, None, float("inf")),  # json writes Infinity
+    ]
+    for row in rows * 2:  # twice: the cached texts must not change the output
+        record = expand(row)
+        assert row_json(row) == case_json(record) == _dumps_without_output(record)
+    batch = [*rows, expand(rows[0])]
+    assert cases_json(batch) == "".join(
+        ",\n" + _dumps_without_output(expand(c) if isinstance(c, tuple) else c) for c in batch
+    )
+    assert cases_json([]) == ""
+
+
+def _dumps_without_output(record: dict[str, object]) -> str:
+    return json.dumps({k: v for k, v in record.items() if k not in ("stdout", "stderr")})

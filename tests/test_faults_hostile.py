@@ -42,8 +42,10 @@ EVIL_CI = (
 
 
 def _write_gigabyte_report(path: Path) -> int:
-    """Two test cases separated by ~1 GiB of comments and whitespace (written in 2 MB chunks)."""
+    """Two test cases separated by ~1 GiB of comments and whitespace (written in 2 MB chunks),
+    the second with 100 MiB of captured output (a test that logged without end)."""
     chunk = ("<!-- " + "x" * 1000 + " -->\n" + " " * 1000 + "\n") * 1000
+    log = ("DEBUG cart total computed " + "y" * 101 + "\n") * 16_384  # 128 B lines: 2 MiB
     with path.open("w", encoding="ascii") as f:
         f.write('<?xml version="1.0"?>\n<testsuites><testsuite name="huge">')
         f.write('<testcase name="first" classname="pkg.C" file="tests/test_a.py"/>')
@@ -51,48 +53,47 @@ def _write_gigabyte_report(path: Path) -> int:
             f.write(chunk)
         f.write(
             '<testcase name="last" classname="pkg.C" file="tests/test_a.py">'
-            '<failure message="boom">AssertionError: boom</failure></testcase>'
-            "</testsuite></testsuites>"
+            '<failure message="boom">AssertionError: boom</failure><system-out>'
         )
+        for _ in range(50):
+            f.write(log)
+        f.write("the last line\n</system-out></testcase></testsuite></testsuites>")
     return path.stat().st_size
 
 
-def test_one_gigabyte_report_is_refused_in_bounded_memory(tmp_path: Path) -> None:
-    """1 GiB without an element: the C parser would hold the whitespace, so it is refused.
-
-    (Before the parser moved to the C ElementTree parser this file was read to its end; now a
-    run of more than tasks.reports_junit.MAX_TOKEN characters without any element is refused
-    with one line, in bounded memory, and the other reports of the run are kept.)
-    """
-    report = tmp_path / "huge.xml"
-    size = _write_gigabyte_report(report)
-    assert size >= 1 << 30
-    exe = Path(sys.executable).parent / "autopilot"
-    # A child process, so its peak RSS is measured alone (RUSAGE_CHILDREN: the largest child).
-    probe = (
-        "import resource, subprocess, sys\n"
-        "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-        "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-        "print(rss); print(done.returncode); sys.stdout.write(done.stdout)\n"
-        "sys.stderr.write(done.stderr)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe, str(exe), "parse", str(report), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    report.unlink()
-    rss_kib, code, out = done.stdout.split("\n", 2)
-    assert code == "2", done.stderr[-2000:]
-    assert done.stderr.strip().splitlines() == [
-        f"autopilot: error: {report}: a single text or tag is larger than 64 MB "
-        "(refused to bound memory)"
-    ]
-    assert json.loads(out)["cases"] == []
+def _peak_rss_kib(argv: list[str]) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """Run argv in a child of a probe process: (its peak RSS in KiB, its result)."""
     # The probe's own RUSAGE_CHILDREN is the parse process alone; this test process's would
     # include every child the suite ever started (rspec, servers) and prove nothing.
-    assert int(rss_kib) < 200 * 1024, f"peak RSS {int(rss_kib) / 1024:.0f} MiB"
+    probe = (
+        "import json, resource, subprocess, sys\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+        "print(json.dumps([rss, done.returncode, done.stdout, done.stderr]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=900
+    )
+    rss, code, out, err = json.loads(done.stdout)
+    return rss, subprocess.CompletedProcess(argv, code, out, err)
+
+
+def test_one_gigabyte_report_with_huge_output_parses_in_bounded_memory(tmp_path: Path) -> None:
+    """1 GiB without an element, then 100 MiB of one case's output: read to the end, the
+    output's tail kept, in bounded memory (the text streams through a capped buffer)."""
+    report = tmp_path / "huge.xml"
+    size = _write_gigabyte_report(report)
+    assert size >= (1 << 30) + (100 << 20)
+    exe = Path(sys.executable).parent / "autopilot"
+    rss_kib, done = _peak_rss_kib([str(exe), "parse", str(report), "--json"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout)
+    assert [(c["name"], c["status"]) for c in doc["cases"]] == [
+        ("first", "passed"),
+        ("last", "failed"),
+    ]
+    assert rss_kib < 200 * 1024, f"peak RSS {rss_kib / 1024:.0f} MiB"
+    report.unlink()
 
 
 # -- hostile patches: symlinks out of the repository, binary diffs ---------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from tasks.errors import ReportError
 from tasks.reports import iter_report, parse_report, parse_reports
-from tasks.types import Location
+from tasks.types import Location, TestCaseResult
 
 
 def reason(path: Path) -> str:
@@ -234,9 +234,9 @@ def test_large_report_streams_in_bounded_memory(tmp_path: Path) -> None:
     count, failed, peak, last_location = _peak_while_reading(path)
     assert (count, failed) == (n, n // 20)
     assert isinstance(last_location, Location) and last_location.path == "src/mod.py"
-    # Streaming: what stays is one id per case (to number duplicates), ~110 bytes each; an
-    # element tree of the file would take several times the file's 12 MB.
-    assert peak < 4 * 2**20 + 128 * n, f"peak {peak / 2**20:.1f} MiB for {size / 2**20:.1f} MiB"
+    # Streaming: what stays is one id hash per case (to number duplicates), under 96 bytes
+    # each; an element tree of the file would take several times the file's 12 MB.
+    assert peak < 4 * 2**20 + 96 * n, f"peak {peak / 2**20:.1f} MiB for {size / 2**20:.1f} MiB"
 
 
 @pytest.mark.slow
@@ -281,14 +281,69 @@ def test_undeclared_entity_without_dtd_is_refused(tmp_path: Path) -> None:
     assert reason(path).startswith("entity reference refused (line 1")
 
 
-def test_huge_single_text_is_refused_to_bound_memory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _parse_huge_text_report(
+    tmp_path: Path, element: str, megabytes: int
+) -> tuple[list[TestCaseResult], int]:
+    """(cases, peak traced bytes) of a report with one case whose <element> holds
+    ``megabytes`` MiB of text (a test that logged without end), then a second case."""
+    line = "DEBUG step done " + "y" * 47 + "\n"  # 64 characters
+    block = line * (1 << 14)  # 1 MiB
+    path = tmp_path / "r.xml"
+    with path.open("w") as f:
+        f.write(f'<testsuite><testcase name="x"><{element} message="boom">first line\n')
+        for _ in range(megabytes):
+            f.write(block)
+        f.write(f"the last line\n</{element}></testcase><testcase name='y'/></testsuite>")
+    tracemalloc.start()
+    try:
+        cases = parse_report(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return cases, peak
+
+
+def test_huge_output_keeps_its_tail_in_bounded_memory(tmp_path: Path) -> None:
+    """100 MiB of captured output parses; the tail is kept, and memory stays flat."""
+    import tasks.reports_junit as junit
+
+    (x, y), peak = _parse_huge_text_report(tmp_path, "system-out", 100)
+    assert (x.name, x.status, y.name) == ("x", "passed", "y")
+    assert x.stdout is not None and len(x.stdout) == junit.MAX_OUTPUT
+    assert x.stdout.endswith("y\nthe last line\n")
+    assert peak < 4 * 2**20, f"peak {peak / 2**20:.1f} MiB for 100 MiB of output"
+
+
+def test_huge_failure_text_keeps_its_head_in_bounded_memory(tmp_path: Path) -> None:
+    import tasks.reports_junit as junit
+
+    (x, _), peak = _parse_huge_text_report(tmp_path, "failure", 20)
+    assert (x.status, x.message) == ("failed", "boom")
+    assert x.trace is not None and x.trace.startswith("first line\nDEBUG step done")
+    assert len(x.trace) <= junit.MAX_TRACE
+    assert peak < 4 * junit.MAX_TRACE + 4 * 2**20, f"peak {peak / 2**20:.1f} MiB"
+
+
+@pytest.mark.parametrize(
+    "huge",
+    [
+        '<testcase name="{x}"/>',  # an attribute
+        "<!-- {x} -->",  # a comment
+        "<t{x}/>",  # a tag name
+        "<?pi {x}?>",  # a processing instruction
+    ],
+)
+def test_huge_single_tag_or_comment_is_refused_to_bound_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, huge: str
 ) -> None:
+    """expat holds a tag or comment whole: beyond MAX_TOKEN the report is refused, one line."""
     import tasks.reports_junit as junit
 
     monkeypatch.setattr(junit, "MAX_TOKEN", 1 << 20)
     path = tmp_path / "r.xml"
-    path.write_text(
-        '<testsuite><testcase name="x"><system-out>' + "y" * (3 << 20) + "</system-out>"
-    )
-    assert "larger than 1 MB" in reason(path)
+    path.write_text("<testsuite>" + huge.format(x="y" * (3 << 20)) + "</testsuite>")
+    assert reason(path) == ("a single tag or comment is larger than 1 MB (refused to bound memory)")
+    # Just below the limit, the same report parses.
+    path.write_text('<testsuite><testcase name="' + "y" * (1 << 19) + '"/></testsuite>')
+    (case,) = parse_report(path)
+    assert len(case.name) == 1 << 19

@@ -9,18 +9,20 @@ opens with its summary.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import sys
 import tempfile
-from json.encoder import encode_basestring_ascii as _quote
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from tasks.errors import ReportError
+from tasks.reports_cases import Record, Row
 from tasks.reports_ids import CaseIds
-from tasks.reports_stream import iter_records
+from tasks.reports_json import cases_json
+from tasks.reports_stream import case_batches
 from tasks.stacktrace import PathNormaliser
 
 if TYPE_CHECKING:
@@ -58,86 +60,38 @@ class _Tally:
         }
 
 
-_ENCODE = json.JSONEncoder().encode
-
-
-_PLAIN = (
-    '{"id": %s, "name": %s, "classname": %s, "file": %s, "line": %s, "status": "%s", '
-    '"duration": %r, "message": null, "error_type": null, "trace": null, "locations": [], '
-    '"other_results": [], "duplicate_of": null}'
-)
-
-
-def case_json(record: dict[str, Any]) -> str:
-    """One record as JSON, byte-identical to ``json.dumps(record)``.
-
-    Most cases pass and carry no message, trace or locations: for those the document is
-    filled into a template (3-4x faster than encoding the dict and its keys every time),
-    everything else goes through the JSON encoder.
-    """
-    if (
-        record["message"] is None
-        and record["trace"] is None
-        and record["error_type"] is None
-        and not record["other_results"]
-        and record["duplicate_of"] is None
-    ):
-        file, line = record["file"], record["line"]
-        return _PLAIN % (
-            _quote(record["id"]),
-            _quote(record["name"]),
-            _quote(record["classname"]),
-            "null" if file is None else _quote(file),
-            "null" if line is None else line,
-            record["status"],
-            record["duration"],
-        )
-    return _ENCODE(record)
-
-
 def _parse_into(
     reports: list[Path], spool: IO[bytes] | None, failing: list[dict[str, Any]] | None
 ) -> tuple[_Tally, list[dict[str, str]]]:
     """Stream every report's cases into ``spool`` (JSON) and/or ``failing`` (the table)."""
     tally = _Tally()
-    # Records go to JSON as they are: they carry TestCaseResult's fields in its order, and
-    # validating 200k of them only to serialise them again would double the run time.
-    dumps = case_json
     errors: list[dict[str, str]] = []
     norm = PathNormaliser(None)
     ids = CaseIds()
-    counts = tally.counts
     for path in reports:
         snap = tally.snapshot()
         position = spool.tell() if spool is not None else 0
         kept = len(failing) if failing is not None else 0
-        # Every case is written as ",\n{...}" in batches; run() drops the very first comma.
-        batch: list[str] = []
         try:
-            duration = tally.duration
-            for record in iter_records(path, None, norm, ids):
-                status = record["status"]
-                counts[status] += 1
-                duration += record["duration"]
-                if record["duplicate_of"] is not None:
-                    tally.duplicates += 1
-                if failing is not None:
-                    if status in ("failed", "error") and len(failing) < TABLE_LIMIT:
-                        failing.append(record)
-                    continue
+            # Lean: passing cases come as tuples, captured output (not in the JSON) is skipped.
+            for batch in case_batches(path, None, norm, ids, lean=True):
+                _count(tally, batch)
+                if failing is not None and len(failing) < TABLE_LIMIT:
+                    failing.extend(
+                        [
+                            r for r in batch
+                            if isinstance(r, dict) and r["status"] in ("failed", "error")
+                        ][: TABLE_LIMIT - len(failing)]
+                    )  # fmt: skip
                 if spool is not None:
-                    del record["stdout"], record["stderr"]  # excluded from dumps, as in the model
-                    batch.append(dumps(record))
-                    if len(batch) >= 1024:
-                        spool.write((",\n" + ",\n".join(batch)).encode())
-                        batch = []
-            if spool is not None and batch:
-                spool.write((",\n" + ",\n".join(batch)).encode())
-            tally.duration = duration
+                    # Records go to JSON as they are: they carry TestCaseResult's fields in its
+                    # order, and validating 200k of them only to serialise them again would
+                    # double the run time. Every case is written as ",\n{...}"; run() drops
+                    # the very first comma.
+                    spool.write(cases_json(batch).encode())
         except ReportError as exc:
             # A broken report contributes nothing, exactly as parse_reports() treats it.
             tally.restore(snap)
-            counts = tally.counts
             if failing is not None:
                 del failing[kept:]
             if spool is not None:
@@ -145,6 +99,25 @@ def _parse_into(
                 spool.truncate()
             errors.append({"file": exc.file, "error": exc.reason})
     return tally, errors
+
+
+def _count(tally: _Tally, batch: list[Record | Row]) -> None:
+    """Add a batch of cases to the running counts (in report order, as RunSummary.of)."""
+    counts = tally.counts
+    duration = tally.duration
+    passed = duplicates = 0
+    for case in batch:
+        if isinstance(case, tuple):
+            passed += 1
+            duration += case[5]
+            continue
+        counts[case["status"]] += 1
+        duration += case["duration"]
+        if case["duplicate_of"] is not None:
+            duplicates += 1
+    counts["passed"] += passed
+    tally.duration = duration
+    tally.duplicates += duplicates
 
 
 def _summary_line(summary: dict[str, Any], parsed: int) -> str:
@@ -191,6 +164,28 @@ def _print_table(summary: dict[str, Any], records: list[dict[str, Any]], parsed:
     console.print(_summary_line(summary, parsed))
 
 
+def _copy(spool: IO[bytes], start: int, out: IO[bytes]) -> None:
+    """Copy the spool from ``start`` to ``out``: in the kernel where it can (sendfile)."""
+    spool.flush()
+    out.flush()
+    end = spool.seek(0, os.SEEK_END)
+    try:
+        out_fd, spool_fd = out.fileno(), spool.fileno()
+        while start < end:
+            sent = os.sendfile(out_fd, spool_fd, start, end - start)
+            if not sent:
+                break
+            start += sent
+        if start >= end:
+            return
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): flows.entry ends quietly
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # not a file descriptor sendfile takes: copy through Python, from where it stopped
+    spool.seek(start)
+    shutil.copyfileobj(spool, out, 1 << 20)
+
+
 def run(reports: list[Path], json_out: bool) -> int:
     """Parse reports and print their normalised results.
 
@@ -209,8 +204,7 @@ def run(reports: list[Path], json_out: bool) -> int:
             sys.stdout.flush()
             out = sys.stdout.buffer
             out.write(b'{"summary": ' + json.dumps(summary).encode() + b', "cases": [')
-            spool.seek(1 if summary["tests"] else 0)  # the first case's leading comma
-            shutil.copyfileobj(spool, out, 1 << 20)
+            _copy(spool, 1 if summary["tests"] else 0, out)  # skip the first case's comma
             errs = json.dumps(errors).encode()
             out.write((b"\n" if summary["tests"] else b"") + b'], "errors": ' + errs + b"}\n")
             out.flush()
