@@ -85,6 +85,8 @@ def pid_namespace_limit_available(bwrap: str) -> tuple[bool, str]:
         "/usr",
         "/usr",
         *_links(),
+        "--dev",
+        "/dev",
         "--proc",
         "/proc",
         "--bind",
