@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from tasks.errors import AutopilotError, BadInputError
 from tasks.git_safe import NO_DIFF_PROGRAMS, GitError, TamperedWorktreeError, run_git
 from tasks.model import CallRecord, ModelClient, parse_diff_reply
+from tasks.model_messages import prepare_messages
 from tasks.prompts import RenderedPrompt, render
 from tasks.repair import CodeSnippet, FailureGroup, GroupContext, GroupState
 from tasks.repair_cache import ReplyCache, reply_key
@@ -188,14 +189,15 @@ def build_context(project: Path, group: FailureGroup, language: str) -> GroupCon
     )
 
 
-def _exchange(state: GroupState, prompt: RenderedPrompt) -> Exchange:
-    """A new archived exchange on the group for this prompt (its replies are filled in later)."""
+def _exchange(state: GroupState, prompt: RenderedPrompt, about: str) -> Exchange:
+    """A new archived exchange on the group for this prompt (its replies are filled in later),
+    holding the messages exactly as they are sent: redacted, naming the file `about`."""
     exchange = Exchange(
         iteration=len(state.exchanges) + 1,
         prompt_name=prompt.meta.name,
         prompt_version=prompt.meta.version,
         prompt_sha256=prompt.meta.sha256,
-        messages=prompt.messages(),
+        messages=prepare_messages(prompt.messages(), about),
     )
     state.exchanges.append(exchange)
     return exchange
@@ -241,7 +243,7 @@ def diagnose(client: ModelClient, state: GroupState, cache: ReplyCache | None = 
     key = reply_key(
         "diagnostician", client.model_for("diagnostician"), prompt.meta, prompt.messages()
     )
-    exchange = _exchange(state, prompt)
+    exchange = _exchange(state, prompt, ctx.path)
     cached = cache.get(key) if cache else None
     if cached is not None:
         with contextlib.suppress(ValidationError):
@@ -299,7 +301,7 @@ def surgeon(client: ModelClient, state: GroupState, cache: ReplyCache | None = N
         style_notes="",
     )
     key = reply_key("surgeon", client.model_for("surgeon"), prompt.meta, prompt.messages())
-    exchange = _exchange(state, prompt)
+    exchange = _exchange(state, prompt, ctx.path)
     cached = cache.get(key) if cache else None
     if cached is not None:
         exchange.replies.append(cached)

@@ -19,6 +19,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.errors import AutopilotError
+from tasks.secrets import redact_validation
 from tasks.types import (
     CommandResult,
     FileCoverage,
@@ -123,7 +124,9 @@ class Toolchain(ABC):
             reports_dir=reports_dir,
             coverage=coverage,
         )
-        return result
+        # What the tests printed or read came out of the sandbox: redacted before it can reach
+        # a prompt, a report, a log or the archive.
+        return redact_validation(result)
 
     def run_suite(
         self,
@@ -142,7 +145,7 @@ class Toolchain(ABC):
         result, files = self.run_tests(
             repo, [], None, runner, timeout_s=timeout_s, reports_dir=reports_dir, exclude=exclude
         )
-        return SuiteResult(validation=result, files=files)
+        return SuiteResult(validation=redact_validation(result), files=files)
 
     @abstractmethod
     def run_tests(
