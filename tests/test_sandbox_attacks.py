@@ -133,9 +133,8 @@ def test_a_unix_socket_served_under_run_is_unreachable(runner: BwrapRunner, root
             accepted.append(name)
             conn.close()
 
-    threads = [
-        threading.Thread(target=serve, args=(s, n), daemon=True) for s, n in zip(servers, "pa", strict=True)
-    ]
+    pairs = zip(servers, "pa", strict=True)
+    threads = [threading.Thread(target=serve, args=pair, daemon=True) for pair in pairs]
     for t in threads:
         t.start()
     try:
