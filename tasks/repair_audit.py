@@ -30,7 +30,13 @@ from tasks.git import worktree
 from tasks.git_safe import run_git
 from tasks.prompts import format_failure_output
 from tasks.repair import AuditResult, FailureGroup
-from tasks.repair_patch import apply_args, apply_to_worktree, git_view, patch_bytes
+from tasks.repair_patch import (
+    apply_args,
+    apply_to_worktree,
+    git_view,
+    patch_bytes,
+    symlinks_in_base,
+)
 from tasks.repair_risk import parse_patch, risk_reasons
 from tasks.repair_scout import error_type_of, is_test_path
 from tasks.replies import Diagnosis
@@ -201,6 +207,11 @@ def audit_patch(
     if first.problems:
         base.static_errors = first.problems
         base.feedback = "Patch refused: " + "; ".join(first.problems)
+        return base
+    links = symlinks_in_base(repo_root, sub, base_commit, first.files)
+    if links:
+        base.static_errors = [f"{p}: is a symbolic link" for p in links]
+        base.feedback = "Patch refused: " + "; ".join(base.static_errors)
         return base
     view = git_view(repo_root, sub, base_commit, patch)
     if isinstance(view, str):

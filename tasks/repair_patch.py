@@ -168,6 +168,22 @@ def git_view(repo_root: Path, sub: str, base_commit: str, diff: str) -> GitView 
     return GitView(tree=tree, changes=changes, info=info)
 
 
+def symlinks_in_base(repo_root: Path, sub: str, base_commit: str, paths: list[str]) -> list[str]:
+    """The project-relative `paths` that are symbolic links in `base_commit` (a patch through
+    one would write wherever the link points)."""
+    if not paths:
+        return []
+    top = Path(str(open_repo(repo_root).working_tree_dir))
+    full = [f"{sub}/{p}" if sub else p for p in paths]
+    out = run_git(["ls-tree", "-z", base_commit, "--", *full], cwd=top, check=False).stdout
+    links = []
+    for entry in out.decode("utf-8", errors="surrogateescape").split("\0"):
+        meta, _, path = entry.partition("\t")
+        if meta.split(" ")[0] == SYMLINK_MODE:
+            links.append(_project_path(path, sub) or path)
+    return links
+
+
 def _apply_error(stderr: bytes) -> str:
     text = stderr.decode("utf-8", errors="replace").strip()
     lines = [re.sub(r"^(error|fatal): ", "", ln) for ln in text.splitlines() if ln.strip()]
@@ -221,5 +237,6 @@ __all__ = [
     "git_view",
     "patch_bytes",
     "same_change",
+    "symlinks_in_base",
     "tree_changes",
 ]
