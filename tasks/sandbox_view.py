@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import configparser
 import fnmatch
+import functools
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -214,7 +215,7 @@ def _is_system(path: str) -> bool:
 class View:
     """The binds of one sandbox: the system part, the extra directories, the worktree."""
 
-    system: list[Mount]
+    system: tuple[Mount, ...]
     extra: list[Mount]
     root: Mount
     skipped: list[str] = field(default_factory=list)
@@ -243,8 +244,10 @@ class View:
         return ":".join(dict.fromkeys(e for e in entries if self.shows(e)))
 
 
-def system_mounts() -> list[Mount]:
-    """The system trees, /etc's needed entries and the toolchains' /var trees, read-only."""
+@functools.cache
+def system_mounts() -> tuple[Mount, ...]:
+    """The system trees, /etc's needed entries and the toolchains' /var trees, read-only
+    (read from the host once per process: every run of a process shares them)."""
     mounts: list[Mount] = []
     for tree in SYSTEM_TREES:
         if os.path.islink(tree):
@@ -253,7 +256,7 @@ def system_mounts() -> list[Mount]:
             mounts.append(Mount("ro", tree, tree))
     mounts.extend(_etc_mounts())
     mounts.extend(Mount("ro", p, p) for p in VAR_ENTRIES if os.path.isdir(p))
-    return mounts
+    return tuple(mounts)
 
 
 def _etc_mounts() -> list[Mount]:
@@ -273,9 +276,18 @@ def _etc_mounts() -> list[Mount]:
     return mounts
 
 
+@functools.cache
+def _proc_args(writable_sys: bool) -> tuple[str, ...]:
+    return tuple(_build_proc_args(writable_sys=writable_sys))
+
+
 def proc_args(*, writable_sys: bool = False) -> list[str]:
     """A private /proc with /proc/sys read-only (or a separate writable mount, for the setup
     step that lowers pid_max and then makes it read-only itself) and kernel files masked."""
+    return list(_proc_args(writable_sys))
+
+
+def _build_proc_args(*, writable_sys: bool) -> list[str]:
     args = ["--proc", "/proc"]
     for name in PROC_READ_ONLY:
         path = f"/proc/{name}"
