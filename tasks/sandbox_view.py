@@ -24,10 +24,13 @@ with it at load, and the sandbox checks every bind with it again).
 
 from __future__ import annotations
 
+import atexit
 import configparser
 import fnmatch
 import functools
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +75,8 @@ ETC_ENTRIES = (
     "rubocop",
     "python3*",
 )
+#: Never shown, even inside an entry of ETC_ENTRIES: private keys of the system's TLS setup.
+ETC_EXCLUDED = ("ssl/private", "pki/tls/private", "pki/CA/private")
 #: The toolchains' own trees under /var (Debian's system gem directory).
 VAR_ENTRIES = ("/var/lib/gems",)
 #: Kernel files of /proc that no test needs: masked (Docker masks the same ones).
@@ -235,7 +240,8 @@ class View:
                     target = os.path.normpath(os.path.join(os.path.dirname(m.dest), m.source))
                     return self.shows(target + path[len(m.dest) :])
             elif _within(path, m.dest):
-                return True
+                # A bind of another directory (the /etc snapshot) shows what that one holds.
+                return m.source == m.dest or os.path.lexists(m.source + path[len(m.dest) :])
         return False
 
     def sandbox_path(self, host_path: str) -> str:
@@ -260,20 +266,46 @@ def system_mounts() -> tuple[Mount, ...]:
 
 
 def _etc_mounts() -> list[Mount]:
+    """/etc as one read-only bind of a snapshot holding only :data:`ETC_ENTRIES`.
+
+    One mount rather than one per entry: bwrap pays about a millisecond per read-only bind (it
+    re-reads the mount table for each), and /etc alone would need thirty of them.
+    """
+    snapshot = etc_snapshot()
+    return [Mount("ro", snapshot, "/etc")] if snapshot else []
+
+
+@functools.cache
+def etc_snapshot() -> str | None:
+    """A private copy of the needed /etc entries (links kept as links), made once per process
+    and removed at exit; None when /etc cannot be read."""
     try:
         names = sorted(os.listdir("/etc"))
     except OSError:
-        return []
-    mounts: list[Mount] = []
+        return None
+    target = Path(tempfile.mkdtemp(prefix="autopilot-etc-"))
+    atexit.register(shutil.rmtree, target, True)
     for name in names:
-        if not any(fnmatch.fnmatchcase(name, pattern) for pattern in ETC_ENTRIES):
-            continue
-        path = f"/etc/{name}"
-        if os.path.islink(path):
-            mounts.append(Mount("symlink", os.readlink(path), path))
-        elif os.path.exists(path):
-            mounts.append(Mount("ro", path, path))
-    return mounts
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in ETC_ENTRIES):
+            _copy_entry(Path("/etc") / name, target / name)
+    target.chmod(0o755)
+    return str(target)
+
+
+def _copy_entry(source: Path, dest: Path) -> None:
+    def ignore(directory: str, entries: list[str]) -> set[str]:
+        rel = os.path.relpath(directory, "/etc")
+        return {e for e in entries if os.path.normpath(f"{rel}/{e}") in ETC_EXCLUDED}
+
+    try:
+        if source.is_symlink():
+            dest.symlink_to(os.readlink(source))
+        elif source.is_dir():
+            shutil.copytree(source, dest, symlinks=True, ignore=ignore)
+        elif source.is_file():
+            shutil.copy2(source, dest)
+    except OSError:
+        pass  # an entry this user cannot read is simply not shown
 
 
 @functools.cache

@@ -235,6 +235,16 @@ def test_symlinks_in_the_repository_lead_nowhere_outside(
     assert "root:" not in res.stdout  # /etc/shadow is not in the view
 
 
+def test_system_secrets_in_etc_are_not_shown(runner: BwrapRunner, root: Path) -> None:
+    script = "cat /etc/shadow /etc/gshadow; ls /etc/ssl/private /etc/ssh /etc/sudoers; exit 0"
+    res = runner.run(["sh", "-c", script], cwd=root)
+    assert res.stdout == ""
+    assert res.stderr.count("No such file or directory") == 5, res.stderr
+    # ...while what programs need is there: users, certificates, the loader's cache.
+    res = runner.run(["sh", "-c", "head -1 /etc/passwd; ls /etc/ssl/certs | head -1"], cwd=root)
+    assert res.stdout.startswith("root:x:0:0:") and len(res.stdout.splitlines()) == 2
+
+
 def test_host_sysctls_cannot_be_written(runner: BwrapRunner, root: Path) -> None:
     # As uid 0 a sandbox could write the host's sysctls through /proc/sys (bwrap 0.8 leaves it
     # writable for root): the same value is written back, so nothing changes either way.
