@@ -6,8 +6,9 @@ The view is built from nothing (bwrap starts from an empty root) and holds only:
   or directories they are on the host), read-only;
 - the part of ``/etc`` programs need (:data:`ETC_ENTRIES`: the loader, certificates,
   alternatives, time zone, users and groups, name service, MIME and locale tables, the
-  toolchains' own configuration), read-only; never shadow files, ssh, sudoers or package
-  manager credentials (``pip.conf``, ``npmrc``);
+  toolchains' own configuration), as one read-only snapshot taken once per process; never
+  shadow files, ssh, sudoers, TLS private keys or package manager credentials (``pip.conf``,
+  ``npmrc``);
 - the toolchains' own ``/var/lib`` trees (:data:`VAR_ENTRIES`, Debian's gem directory);
 - a private ``/dev``, ``/proc`` (own pid namespace; ``/proc/sys`` read-only, the kernel's
   sensitive files masked) and ``/tmp`` (a size-limited tmpfs with the private HOME);
