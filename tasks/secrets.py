@@ -244,4 +244,13 @@ def redact_validation(result: ValidationResult) -> ValidationResult:
     update: dict[str, object] = {"examples": examples, "lint": lint}
     if result.load_error is not None:
         update["load_error"] = redact(result.load_error)
+    problem = getattr(result, "problem", None)  # why a suite did not run, where it is recorded
+    if problem is not None:
+        update["problem"] = problem.model_copy(
+            update={
+                name: redact(value)
+                for name in ("message", "detail", "hint")
+                if isinstance(value := getattr(problem, name, None), str)
+            }
+        )
     return result.model_copy(update=update)
