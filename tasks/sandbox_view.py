@@ -252,19 +252,26 @@ class View:
         return ":".join(dict.fromkeys(e for e in entries if self.shows(e)))
 
 
-@functools.cache
 def system_mounts() -> tuple[Mount, ...]:
-    """The system trees, /etc's needed entries and the toolchains' /var trees, read-only
-    (read from the host once per process: every run of a process shares them)."""
+    """The system trees, /etc's needed entries and the toolchains' /var trees, read-only."""
+    return (*_trees(), *_etc_mounts(), *_var_trees())
+
+
+@functools.cache
+def _trees() -> tuple[Mount, ...]:
+    """/usr, /bin, /lib*... as they are on the host (read once per process)."""
     mounts: list[Mount] = []
     for tree in SYSTEM_TREES:
         if os.path.islink(tree):
             mounts.append(Mount("symlink", os.readlink(tree), tree))
         elif os.path.isdir(tree):
             mounts.append(Mount("ro", tree, tree))
-    mounts.extend(_etc_mounts())
-    mounts.extend(Mount("ro", p, p) for p in VAR_ENTRIES if os.path.isdir(p))
     return tuple(mounts)
+
+
+@functools.cache
+def _var_trees() -> tuple[Mount, ...]:
+    return tuple(Mount("ro", p, p) for p in VAR_ENTRIES if os.path.isdir(p))
 
 
 def _etc_mounts() -> list[Mount]:
@@ -277,21 +284,35 @@ def _etc_mounts() -> list[Mount]:
     return [Mount("ro", snapshot, "/etc")] if snapshot else []
 
 
-@functools.cache
+_SNAPSHOTS: dict[int, str] = {}
+
+
 def etc_snapshot() -> str | None:
     """A private copy of the needed /etc entries (links kept as links), made once per process
-    and removed at exit; None when /etc cannot be read."""
+    (again if something removed it) and removed when that process exits; None when /etc
+    cannot be read."""
+    pid = os.getpid()
+    known = _SNAPSHOTS.get(pid)
+    if known is not None and os.path.isdir(known):
+        return known
     try:
         names = sorted(os.listdir("/etc"))
     except OSError:
         return None
     target = Path(tempfile.mkdtemp(prefix="autopilot-etc-"))
-    atexit.register(shutil.rmtree, target, True)
+    atexit.register(_remove_snapshot, str(target), pid)
     for name in names:
         if any(fnmatch.fnmatchcase(name, pattern) for pattern in ETC_ENTRIES):
             _copy_entry(Path("/etc") / name, target / name)
     target.chmod(0o755)
+    _SNAPSHOTS[pid] = str(target)
     return str(target)
+
+
+def _remove_snapshot(path: str, pid: int) -> None:
+    # A forked child inherits the parent's exit handlers: only the maker removes its copy.
+    if os.getpid() == pid:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _copy_entry(source: Path, dest: Path) -> None:

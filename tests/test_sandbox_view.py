@@ -236,3 +236,18 @@ def test_prepared_environment_under_autopilot_home_is_bound_by_its_own_directory
     )
     assert res.stdout.startswith("prepared\n"), res.stderr
     assert "No such file or directory" in res.stdout  # the rest of $AUTOPILOT_HOME is not shown
+
+
+def test_the_etc_snapshot_holds_only_what_programs_need_and_comes_back_if_removed() -> None:
+    from tasks.sandbox_view import etc_snapshot
+
+    first = etc_snapshot()
+    assert first is not None
+    names = set(os.listdir(first))
+    assert {"passwd", "group", "ld.so.cache"} <= names
+    assert not names & {"shadow", "gshadow", "sudoers", "ssh", "pip.conf", "npmrc", "environment"}
+    if Path("/etc/ssl/private").exists():
+        assert not Path(first, "ssl", "private").exists()
+    shutil.rmtree(first)  # a temp cleaner on a long-running server
+    again = etc_snapshot()
+    assert again is not None and again != first and Path(again, "passwd").is_file()
