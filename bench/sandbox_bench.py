@@ -1,12 +1,14 @@
-"""Benchmark: one real rspec run through the bwrap sandbox against the same run as a plain
-subprocess, and the time of a result-cache hit.
+"""Benchmark: real test runs through the bwrap sandbox against the same runs as plain
+subprocesses, and the time of a result-cache hit.
 
-Both sides run a generated tiny spec directory (a few files, a few dozen examples), interleaved
-(sandbox, plain, sandbox, plain, ...) so drift on the host hits both alike; the medians are
-compared. The sandboxed time is measured around `Runner.run`, so it includes everything the
-sandbox adds: cgroup set-up and removal, bwrap's namespaces and mounts, prlimit, output capture.
-Targets: sandbox overhead <= 1.10x the plain run; a cache hit < 50 ms (an absolute target for
-the `_ms` figure). Prints a table, then one JSON line
+Two stacks: rspec (Debian's Ruby, the system trees of the view) and pytest with Autopilot's own
+interpreter (its venv and base interpreter bound by their exact directories). Each side runs a
+generated tiny test directory (a few files, a few dozen examples), interleaved (sandbox, plain,
+sandbox, plain, ...) so drift on the host hits both alike; the medians are compared. The
+sandboxed time is measured around `Runner.run`, so it includes everything the sandbox adds: the
+view (deny by default: a few dozen binds), cgroup set-up and removal, bwrap's namespaces and
+mounts, prlimit, output capture and redaction. Targets: sandbox overhead <= 1.10x the plain run;
+a cache hit < 50 ms (an absolute target for the `_ms` figure). Prints a table, then one JSON line
 ``{"bench": "sandbox", "figures": [...]}``.
 
 With a Docker engine, one more row: the same run through the docker backend (a container of
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -30,13 +33,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tasks.config import SandboxSettings
-from tasks.sandbox import cache_key, make_runner
+from tasks.sandbox import Runner, cache_key, make_runner
 
 SPEC = """
 RSpec.describe "calculator {n}" do
 {examples}
 end
 """
+#: pytest as the python toolchain runs it: no bytecode, no plugins of Autopilot's venv.
+PYTEST_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 def make_project(root: Path, files: int = 4, examples: int = 10) -> None:
@@ -85,8 +90,54 @@ def docker_figure(
     }
 
 
+def make_py_project(root: Path, files: int = 4, examples: int = 10) -> None:
+    """The same for pytest: `files` test modules with `examples` passing tests each."""
+    (root / "tests").mkdir(parents=True)
+    for n in range(files):
+        body = "\n".join(
+            f"def test_adds_{i}():\n    assert {i} + {n} == {i + n}\n" for i in range(examples)
+        )
+        (root / "tests" / f"test_calc_{n}.py").write_text(body)
+
+
+def interleaved(
+    runner: Runner, argv: list[str], root: Path, runs: int, expect: str, env: dict[str, str]
+) -> tuple[float, float]:
+    """Median seconds of `runs` sandboxed and plain runs of `argv`, alternating."""
+    plain_env = {**os.environ, **env}
+    # One warm-up of each: the first start pays for cold page cache.
+    runner.run(argv, cwd=root, env=env)
+    subprocess.run(argv, cwd=root, env=plain_env, capture_output=True, check=False)
+    sandboxed: list[float] = []
+    plain: list[float] = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        res = runner.run(argv, cwd=root, env=env)
+        sandboxed.append(time.perf_counter() - start)
+        if res.exit_code != 0 or expect not in res.stdout:
+            raise SystemExit(f"sandboxed {argv[0]} failed: {res.stderr or res.stdout}")
+        start = time.perf_counter()
+        done = subprocess.run(
+            argv, cwd=root, env=plain_env, capture_output=True, text=True, check=False
+        )
+        plain.append(time.perf_counter() - start)
+        if done.returncode != 0 or expect not in done.stdout:
+            raise SystemExit(f"plain {argv[0]} failed: {done.stderr or done.stdout}")
+    return statistics.median(sandboxed), statistics.median(plain)
+
+
+def ratio_figure(name: str, sandbox_s: float, plain_s: float) -> dict[str, object]:
+    return {
+        "name": name,
+        "value": round(sandbox_s, 4),
+        "baseline": round(plain_s, 4),
+        "ratio": round(sandbox_s / plain_s, 3),
+        "target": 1.10,
+    }
+
+
 def main() -> None:
-    """Generate the project, measure both sides and the cache, print the table and JSON."""
+    """Generate the projects, measure both sides and the cache, print the table and JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9, help="repetitions of each side")
     args = parser.parse_args()
@@ -94,29 +145,18 @@ def main() -> None:
     if rspec is None or shutil.which("bwrap") is None:
         raise SystemExit("needs rspec and bwrap on PATH")
     argv = [rspec, "--format", "progress"]
+    pytest_argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "project"
         make_project(root)
+        make_py_project(root)
         runner = make_runner(
             SandboxSettings(backend="bwrap", timeout_s=120), root, cache_dir=Path(tmp) / "cache"
         )
-        sandboxed: list[float] = []
-        plain: list[float] = []
-        # One warm-up of each: the first Ruby start pays for cold page cache.
-        runner.run(argv, cwd=root)
-        subprocess.run(argv, cwd=root, capture_output=True, check=True)
-        for _ in range(args.runs):
-            start = time.perf_counter()
-            res = runner.run(argv, cwd=root)
-            sandboxed.append(time.perf_counter() - start)
-            if res.exit_code != 0 or "40 examples, 0 failures" not in res.stdout:
-                raise SystemExit(f"sandboxed rspec failed: {res.stderr or res.stdout}")
-            start = time.perf_counter()
-            done = subprocess.run(argv, cwd=root, capture_output=True, text=True, check=False)
-            plain.append(time.perf_counter() - start)
-            if done.returncode != 0 or "40 examples, 0 failures" not in done.stdout:
-                raise SystemExit(f"plain rspec failed: {done.stderr or done.stdout}")
-
+        sandbox_s, plain_s = interleaved(runner, argv, root, args.runs, "40 examples, 0 fail", {})
+        py_sandbox_s, py_plain_s = interleaved(
+            runner, pytest_argv, root, args.runs, "40 passed", PYTEST_ENV
+        )
         key = cache_key("bench-commit", "", argv)
         first = runner.run(argv, cwd=root, cache_key=key)
         hits: list[float] = []
@@ -126,20 +166,12 @@ def main() -> None:
             hits.append(time.perf_counter() - start)
             if not hit.cached or hit.stdout != first.stdout:
                 raise SystemExit("cache hit expected")
-        docker_row = docker_figure(
-            root, argv, statistics.median(sandboxed), args.runs, Path(tmp) / "docker-cache"
-        )
+        docker_row = docker_figure(root, argv, sandbox_s, args.runs, Path(tmp) / "docker-cache")
 
-    sandbox_s, plain_s = statistics.median(sandboxed), statistics.median(plain)
     hit_ms = statistics.median(hits) * 1000
     figures = [
-        {
-            "name": "rspec_sandboxed_s",
-            "value": round(sandbox_s, 4),
-            "baseline": round(plain_s, 4),
-            "ratio": round(sandbox_s / plain_s, 3),
-            "target": 1.10,
-        },
+        ratio_figure("rspec_sandboxed_s", sandbox_s, plain_s),
+        ratio_figure("pytest_sandboxed_s", py_sandbox_s, py_plain_s),
         {
             "name": "cache_hit_ms",
             "value": round(hit_ms, 3),
@@ -151,7 +183,7 @@ def main() -> None:
     ]
     if docker_row is not None:
         figures.append(docker_row)
-    print(f"rspec, 4 files, 40 examples; median of {args.runs} interleaved runs per side")
+    print(f"rspec and pytest, 4 files, 40 examples each; median of {args.runs} interleaved runs")
     print(f"{'figure':<20}{'value':>12}{'baseline':>12}{'ratio':>9}{'target':>9}  ok")
     for fig in figures:
         measured = fig["value"] if fig.get("target_on") == "value" else fig["ratio"]

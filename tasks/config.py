@@ -7,11 +7,20 @@ Nested groups use `__` in environment names, e.g. `AUTOPILOT_GATES__MIN_COVERAGE
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, TypeAdapter, ValidationError
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -19,9 +28,22 @@ from pydantic_settings import (
 )
 
 from tasks.errors import ConfigError
+from tasks.sandbox_view import forbidden_reason
 
 CONFIG_FILE = "autopilot.toml"
 M = TypeVar("M", bound=BaseModel)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Variables the sandbox sets itself: a host value would point outside the view.
+_OWN_ENV = {"HOME", "TMPDIR", "PATH"}
+
+
+def declared_path_problem(path: str, autopilot_home: str | None = None) -> str | None:
+    """Why a `[sandbox] read_only` path cannot be declared, or None (see
+    :func:`tasks.sandbox_view.forbidden_reason`; it must also exist)."""
+    reason = forbidden_reason(path, autopilot_home=autopilot_home)
+    if reason is None and not os.path.exists(path):
+        reason = f"{path}: does not exist"
+    return reason
 
 
 class ModelNames(BaseModel):
@@ -71,8 +93,36 @@ class SandboxSettings(BaseModel):
     memory_mb: int = Field(4096, gt=0, description="Address-space limit per process")
     max_processes: int = Field(256, gt=0, description="Process limit inside the sandbox")
     docker_image: str = Field("test-autopilot-worker:latest")
-    read_only: list[str] = Field(default_factory=list)
-    pass_env: list[str] = Field(default_factory=list)
+    read_only: list[str] = Field(
+        default_factory=list,
+        description="Host paths the project needs, shown read-only at the same place (absolute "
+        "and existing; never /, the home directory or a parent of it, ~/.ssh, ~/.aws, ~/.config "
+        "or $AUTOPILOT_HOME)",
+    )
+    pass_env: list[str] = Field(
+        default_factory=list,
+        description="Host environment variables passed into the sandbox by name (nothing else "
+        "of the host environment is)",
+    )
+
+    @field_validator("read_only")
+    @classmethod
+    def _check_read_only(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            reason = declared_path_problem(path)
+            if reason:
+                raise ValueError(reason)
+        return paths
+
+    @field_validator("pass_env")
+    @classmethod
+    def _check_pass_env(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r}: not an environment variable name")
+            if name in _OWN_ENV or name.startswith(("AUTOPILOT_", "MISTRAL_")):
+                raise ValueError(f"{name}: set by Autopilot itself, never passed from the host")
+        return names
 
 
 class RepairSettings(BaseModel):
@@ -181,9 +231,15 @@ def load_settings(repo: Path | None = None, overrides: dict[str, Any] | None = N
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"invalid setting {where}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"invalid setting {where}: {message}") from None
     if settings.python is not None and repo is not None:
         settings = settings.model_copy(update={"python": _interpreter(repo, settings.python)})
+    for path in settings.sandbox.read_only:
+        # Again against the configured home: it may come from autopilot.toml, not the env.
+        reason = declared_path_problem(path, autopilot_home=str(settings.home))
+        if reason:
+            raise ConfigError(f"invalid setting sandbox.read_only: {reason}")
     return settings
 
 

@@ -64,7 +64,6 @@ from __future__ import annotations
 import ast
 import logging
 import os
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -80,6 +79,7 @@ from tasks.discovery_rules import (
     unloaded_test_files,
 )
 from tasks.errors import BadInputError
+from tasks.git_safe import GitError, TamperedWorktreeError, run_git
 from tasks.types import MappedFile, Mapping, SourceFile, SourceKind, ToolchainName
 
 log = logging.getLogger(__name__)
@@ -230,39 +230,24 @@ def _check_repo(repo: Path) -> None:
 
 
 def _git_files(repo: Path) -> list[str] | None:
-    """Files git knows (tracked + untracked, not ignored), or None when not a git work tree."""
+    """Files git knows (tracked + untracked, not ignored), or None when not a git work tree.
+
+    Through the hardened git of :mod:`tasks.git_safe` (the tree may be a worktree the sandbox
+    wrote to: a changed ``.git`` link there raises TamperedWorktreeError, never a fallback).
+    """
     try:
-        inside = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "--is-inside-work-tree"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        if inside.returncode != 0 or inside.stdout.strip() != "true":
+        inside = run_git(["rev-parse", "--is-inside-work-tree"], cwd=repo, check=False, timeout=30)
+        if inside.returncode != 0 or inside.stdout.strip() != b"true":
             return None
         # A project copied into an ignored directory of another repository: git would list
         # nothing, so the walk is the only honest listing.
-        ignored = subprocess.run(
-            ["git", "-C", str(repo), "check-ignore", "-q", "."], capture_output=True, timeout=30
-        )
+        ignored = run_git(["check-ignore", "-q", "."], cwd=repo, check=False, timeout=30)
         if ignored.returncode == 0:
             return None
-        listed = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(repo),
-                "ls-files",
-                "-z",
-                "--cached",
-                "--others",
-                "--exclude-standard",
-            ],
-            capture_output=True,
-            timeout=120,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
+        listed = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=repo)
+    except TamperedWorktreeError:
+        raise
+    except GitError as exc:
         log.warning("%s: git ls-files failed (%s); walking the directory instead", repo, exc)
         return None
     # Paths are relative to `repo` even when it is a subdirectory of the work tree. Files

@@ -21,7 +21,6 @@ here. Every figure follows from the runs' own records:
 from __future__ import annotations
 
 import logging
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from tasks.errors import BadInputError
 from tasks.generation_types import FileOutcome
+from tasks.git_safe import one_line, run_git
 from tasks.types import SourceKind
 
 log = logging.getLogger(__name__)
@@ -232,15 +232,12 @@ def clone(repo: Path, dest: Path) -> Path:
     Raises:
         BadInputError: git could not clone it.
     """
-    done = subprocess.run(
-        ["git", "clone", "--quiet", "--no-local", str(repo), str(dest)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    args = ["clone", "--quiet", "--no-local", "--", str(repo), str(dest)]
+    done = run_git(args, cwd=dest.parent, check=False, timeout=600)
     if done.returncode != 0:
-        reason = (done.stderr.strip().splitlines() or ["git clone failed"])[-1]
+        reason = one_line(done.stderr) if done.stderr.strip() else "git clone failed"
         raise BadInputError(f"{repo}: cannot clone for evaluation: {reason}")
     for key, value in (("user.name", "Autopilot Eval"), ("user.email", "eval@autopilot.invalid")):
-        subprocess.run(["git", "-C", str(dest), "config", key, value], check=True)
+        run_git(["config", key, value], cwd=dest)
     return dest

@@ -33,6 +33,7 @@ from tasks.generation_files import (
 )
 from tasks.generation_types import Exchange, FileOutcome, JudgeRecord
 from tasks.model import CallRecord, ModelClient
+from tasks.model_messages import prepare_messages
 from tasks.prompts import format_failure_output, render
 from tasks.replies import JudgeVerdict, schema_text
 from tasks.skills import Skill, choose_skill
@@ -120,7 +121,8 @@ class _Run:
     def ask(self, name: str, chosen: Skill, parse_project: Path, /, **variables: Any) -> None:
         self.check_budget()
         rendered = render(name, path=self.target.source, **variables)
-        messages = rendered.messages()
+        # Archived exactly as sent: redacted, with the file it is about named.
+        messages = prepare_messages(rendered.messages(), self.target.source)
         exchange = Exchange(
             iteration=len(self.exchanges) + 1,
             prompt_name=rendered.meta.name,
@@ -358,7 +360,7 @@ def _generate(
 def _judge_exchange(
     index: int, outcome: FileOutcome, ctx: PromptContext, language: str, spec_text: str
 ) -> Exchange:
-    """The judge's request as it was rendered, for the archive; its replies are kept parsed
+    """The judge's request as it was sent (redacted), for the archive; its replies are kept parsed
     (the verdict: samples, reasons, missing), which is what the judge API returns."""
     rendered = render(
         "judge",
@@ -376,7 +378,7 @@ def _judge_exchange(
         prompt_name=rendered.meta.name,
         prompt_version=rendered.meta.version,
         prompt_sha256=rendered.meta.sha256,
-        messages=rendered.messages(),
+        messages=prepare_messages(rendered.messages(), outcome.spec),
         replies=[judge],
     )
 

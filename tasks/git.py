@@ -2,7 +2,8 @@
 
 Everything here works on the object database and refs only: worktrees live in temporary
 directories outside the repository, and new commits are built with a temporary index file, so the
-user's HEAD, branch, index and working tree stay byte-identical.
+user's HEAD, branch, index and working tree stay byte-identical. Every git command runs through
+:func:`tasks.git_safe.run_git` (hardened; in a worktree, only after its ``.git`` link is checked).
 """
 
 from __future__ import annotations
@@ -16,36 +17,43 @@ from collections.abc import Iterator, Mapping
 from io import BytesIO
 from pathlib import Path
 
-from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
+from git import InvalidGitRepositoryError, NoSuchPathError, Repo
 from gitdb.base import IStream
 
-from tasks.errors import AutopilotError, BadInputError
+from tasks.errors import BadInputError
+from tasks.git_safe import (
+    GitError,
+    TamperedWorktreeError,
+    git_text,
+    one_line,
+    register_worktree,
+    run_git,
+    unregister_worktree,
+)
+
+__all__ = [
+    "DEFAULT_AUTHOR",
+    "BranchExistsError",
+    "GitError",
+    "TamperedWorktreeError",
+    "apply_patch_check",
+    "check_branch_name",
+    "commit_files_to_new_branch",
+    "open_repo",
+    "push_branch",
+    "resolve_commit",
+    "subdir_in_repo",
+    "unique_branch_name",
+    "worktree",
+]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_AUTHOR = ("Test Autopilot", "autopilot@localhost")
-# Hooks of the target repository are not ours to run (post-checkout on worktree add, etc.).
-_NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
-
-
-class GitError(AutopilotError):
-    """A git operation failed; the message is one line naming the repository or ref."""
 
 
 class BranchExistsError(GitError):
     """The branch to create exists already; it is never overwritten."""
-
-
-def _one_line(exc: GitCommandError) -> str:
-    """git's most telling line: the first `fatal:`/`error:` line, else the first line."""
-    text = exc.stderr if isinstance(exc.stderr, str) and exc.stderr.strip() else str(exc)
-    lines = [ln.strip().removeprefix("stderr:").strip().strip("'") for ln in text.splitlines()]
-    lines = [ln for ln in lines if ln]
-    for line in lines:
-        for prefix in ("fatal:", "error:"):
-            if line.startswith(prefix):
-                return line.removeprefix(prefix).strip()
-    return lines[0] if lines else "git failed"
 
 
 def open_repo(repo: Path) -> Repo:
@@ -60,18 +68,26 @@ def open_repo(repo: Path) -> Repo:
         raise BadInputError(f"{repo}: not a git repository") from None
 
 
+def _top(repo: Path) -> Path:
+    """The work tree root (or git dir of a bare repository) holding `repo`."""
+    r = open_repo(repo)
+    return Path(str(r.working_tree_dir or r.git_dir))
+
+
 def resolve_commit(repo: Path, ref: str = "HEAD") -> str:
     """The full commit sha that `ref` names in `repo`.
 
     Raises:
         BadInputError: not a git repository, or `ref` does not name a commit.
     """
-    r = open_repo(repo)
+    top = _top(repo)
     if not ref or ref.startswith("-"):
         raise BadInputError(f"{repo}: bad ref {ref!r}")
     try:
-        return str(r.git.rev_parse("--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"))
-    except GitCommandError:
+        return git_text(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], cwd=top
+        )
+    except GitError:
         raise BadInputError(f"{repo}: {ref!r} is not a commit") from None
 
 
@@ -80,34 +96,35 @@ def worktree(repo: Path, commit: str, parent: Path | None = None) -> Iterator[Pa
     """A detached worktree of `repo` at `commit` in a temporary directory, removed at exit.
 
     The directory is outside the repository (under `parent` or the system temp dir). It is
-    removed, and `git worktree prune` run, even when the body raises.
+    registered with :mod:`tasks.git_safe`, so every later git command in it checks that its
+    ``.git`` link is still the one git wrote. It is removed, and `git worktree prune` run, even
+    when the body raises.
 
     Raises:
         BadInputError: not a repository or not a commit.
         GitError: git could not create the worktree.
     """
-    r = open_repo(repo)
+    top = _top(repo)
     sha = resolve_commit(repo, commit)
     base = Path(tempfile.mkdtemp(prefix="autopilot-wt-", dir=parent))
     path = base / "worktree"
     try:
-        try:
-            r.git.execute(["git", *_NO_HOOKS, "worktree", "add", "--detach", str(path), sha])
-        except GitCommandError as exc:
-            raise GitError(
-                f"{repo}: cannot create worktree at {sha[:12]}: {_one_line(exc)}"
-            ) from None
+        done = run_git(["worktree", "add", "--detach", str(path), sha], cwd=top, check=False)
+        if done.returncode != 0:
+            raise GitError(f"{repo}: cannot create worktree at {sha[:12]}: {one_line(done.stderr)}")
+        register_worktree(path)
         yield path
     finally:
-        with contextlib.suppress(GitCommandError):
-            r.git.worktree("remove", "--force", str(path))
+        unregister_worktree(path)
+        run_git(["worktree", "remove", "--force", str(path)], cwd=top, check=False)
         shutil.rmtree(base, ignore_errors=True)
-        with contextlib.suppress(GitCommandError):
-            r.git.worktree("prune")
+        run_git(["worktree", "prune"], cwd=top, check=False)
 
 
-def _branch_exists(r: Repo, name: str) -> bool:
-    refs = r.git.for_each_ref("--format=%(refname)", f"refs/heads/{name}", "refs/remotes/")
+def _branch_exists(top: Path, name: str) -> bool:
+    refs = git_text(
+        ["for-each-ref", "--format=%(refname)", f"refs/heads/{name}", "refs/remotes/"], cwd=top
+    )
     remote_suffix = f"/{name}"
     return any(
         ref == f"refs/heads/{name}"
@@ -116,24 +133,28 @@ def _branch_exists(r: Repo, name: str) -> bool:
     )
 
 
+def local_branch_exists(repo: Path, branch: str) -> bool:
+    """Whether `refs/heads/<branch>` exists in `repo`."""
+    return bool(git_text(["for-each-ref", f"refs/heads/{branch}"], cwd=_top(repo)))
+
+
 def check_branch_name(repo: Path, branch: str) -> str:
     """Return `branch` if git accepts it as a branch name, else raise BadInputError."""
-    r = open_repo(repo)
-    try:
-        r.git.check_ref_format("--branch", branch)
-    except GitCommandError:
-        raise BadInputError(f"{branch!r}: not a valid branch name") from None
-    if branch.startswith("-"):
+    top = _top(repo)
+    if (
+        branch.startswith("-")
+        or run_git(["check-ref-format", "--branch", branch], cwd=top, check=False).returncode
+    ):
         raise BadInputError(f"{branch!r}: not a valid branch name")
     return branch
 
 
 def unique_branch_name(repo: Path, base: str) -> str:
     """`base`, or `base-2`, `base-3`, ... : the first name no local or remote branch uses."""
-    r = open_repo(repo)
+    top = _top(repo)
     check_branch_name(repo, base)
     candidate, n = base, 1
-    while _branch_exists(r, candidate):
+    while _branch_exists(top, candidate):
         n += 1
         candidate = f"{base}-{n}"
     return candidate
@@ -150,6 +171,45 @@ def _check_path(path: str) -> str:
     ):
         raise BadInputError(f"{path!r}: not a safe repository-relative path")
     return path
+
+
+@contextlib.contextmanager
+def scratch_index(
+    repo: Path, tree_ish: str, author: tuple[str, str] = DEFAULT_AUTHOR
+) -> Iterator[dict[str, str]]:
+    """A temporary index file holding `tree_ish`, removed at exit.
+
+    Yields the environment for :func:`run_git` (``GIT_INDEX_FILE``, author and committer), so
+    commands like ``apply --cached``, ``update-index`` and ``write-tree`` work on it and never
+    on the user's index.
+    """
+    name, email = author
+    fd, index_file = tempfile.mkstemp(prefix="autopilot-index-")
+    os.close(fd)
+    os.unlink(index_file)  # git wants to create it itself
+    env = {
+        "GIT_INDEX_FILE": index_file,
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email,
+    }
+    try:
+        run_git(["read-tree", tree_ish], cwd=_top(repo), env=env)
+        yield env
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(index_file)
+
+
+def create_branch(repo: Path, branch: str, sha: str, reason: str) -> None:
+    """Point the NEW branch `branch` at `sha`; refused (BranchExistsError) when it exists."""
+    # The empty old value makes update-ref refuse when the branch appeared meanwhile.
+    done = run_git(
+        ["update-ref", "-m", reason, f"refs/heads/{branch}", sha, ""], cwd=_top(repo), check=False
+    )
+    if done.returncode != 0:
+        raise BranchExistsError(f"{repo}: branch {branch!r}: {one_line(done.stderr)}")
 
 
 def commit_files_to_new_branch(
@@ -171,39 +231,26 @@ def commit_files_to_new_branch(
         GitError: git failed.
     """
     r = open_repo(repo)
+    top = _top(repo)
     base = resolve_commit(repo, base_commit)
     check_branch_name(repo, branch)
     paths = {_check_path(p): data for p, data in files.items()}
-    if r.git.for_each_ref(f"refs/heads/{branch}"):
+    if local_branch_exists(repo, branch):
         raise BranchExistsError(f"{repo}: branch {branch!r} already exists")
-    name, email = author
-    fd, index_file = tempfile.mkstemp(prefix="autopilot-index-")
-    os.close(fd)
-    os.unlink(index_file)  # git wants to create it itself
-    env = {
-        "GIT_INDEX_FILE": index_file,
-        "GIT_AUTHOR_NAME": name,
-        "GIT_AUTHOR_EMAIL": email,
-        "GIT_COMMITTER_NAME": name,
-        "GIT_COMMITTER_EMAIL": email,
-    }
     try:
-        r.git.read_tree(base, env=env)
-        for path, data in sorted(paths.items()):
-            blob = r.odb.store(IStream("blob", len(data), BytesIO(data))).hexsha.decode()
-            r.git.update_index("--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
-        tree = r.git.write_tree(env=env)
-        sha = str(r.git.commit_tree(tree, "-p", base, "-m", message, env=env))
-        try:
-            # The empty old value makes update-ref refuse when the branch appeared meanwhile.
-            r.git.update_ref("-m", "autopilot: create branch", f"refs/heads/{branch}", sha, "")
-        except GitCommandError as exc:
-            raise BranchExistsError(f"{repo}: branch {branch!r}: {_one_line(exc)}") from None
-    except GitCommandError as exc:
-        raise GitError(f"{repo}: cannot commit to {branch!r}: {_one_line(exc)}") from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(index_file)
+        with scratch_index(repo, base, author) as env:
+            for path, data in sorted(paths.items()):
+                blob = r.odb.store(IStream("blob", len(data), BytesIO(data))).hexsha.decode()
+                run_git(
+                    ["update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"],
+                    cwd=top,
+                    env=env,
+                )
+            tree = git_text(["write-tree"], cwd=top, env=env)
+            sha = git_text(["commit-tree", tree, "-p", base, "-m", message], cwd=top, env=env)
+    except GitError as exc:
+        raise GitError(f"{repo}: cannot commit to {branch!r}: {exc}") from None
+    create_branch(repo, branch, sha, "autopilot: create branch")
     log.info("created branch %s at %s with %d file(s)", branch, sha[:12], len(paths))
     return sha
 
@@ -214,18 +261,14 @@ def apply_patch_check(worktree: Path, diff: str) -> str | None:
     Returns:
         None when it applies, otherwise git's error text (one or more lines).
     """
-    r = open_repo(worktree)
-    with tempfile.NamedTemporaryFile("w", suffix=".diff", delete=False, encoding="utf-8") as fh:
-        fh.write(diff if diff.endswith("\n") else diff + "\n")
-        patch = fh.name
-    try:
-        r.git.execute(["git", "apply", "--check", "--verbose", patch], with_extended_output=False)
-    except GitCommandError as exc:
-        text = exc.stderr if isinstance(exc.stderr, str) else str(exc)
-        return text.strip().removeprefix("stderr:").strip().strip("'").strip() or "git apply failed"
-    finally:
-        os.unlink(patch)
-    return None
+    open_repo(worktree)
+    text = diff if diff.endswith("\n") else diff + "\n"
+    done = run_git(
+        ["apply", "--check", "--verbose", "-"], cwd=worktree, input=text.encode(), check=False
+    )
+    if done.returncode == 0:
+        return None
+    return done.stderr.decode("utf-8", errors="replace").strip() or "git apply failed"
 
 
 def push_branch(repo: Path, branch: str, remote: str = "origin") -> None:
@@ -234,27 +277,20 @@ def push_branch(repo: Path, branch: str, remote: str = "origin") -> None:
     Raises:
         GitError: the push was rejected or the remote is unreachable.
     """
-    r = open_repo(repo)
+    top = _top(repo)
     check_branch_name(repo, branch)
     if remote.startswith("-"):
         raise BadInputError(f"{remote!r}: not a valid remote")
-    try:
-        r.git.execute(
-            [
-                "git",
-                *_NO_HOOKS,
-                "push",
-                "--porcelain",
-                remote,
-                f"refs/heads/{branch}:refs/heads/{branch}",
-            ]
-        )
-    except GitCommandError as exc:
+    refspec = f"refs/heads/{branch}:refs/heads/{branch}"
+    done = run_git(
+        ["push", "--porcelain", remote, refspec], cwd=top, check=False, push=True, timeout=600
+    )
+    if done.returncode != 0:
         # --porcelain reports a rejected ref on stdout as "!<TAB>src:dst<TAB>[rejected] (why)".
-        out = exc.stdout if isinstance(exc.stdout, str) else ""
+        out = done.stdout.decode("utf-8", errors="replace")
         rejected = [ln.split("\t")[-1] for ln in out.splitlines() if ln.startswith("!")]
-        reason = rejected[0] if rejected else _one_line(exc)
-        raise GitError(f"{repo}: push of {branch!r} to {remote!r} failed: {reason}") from None
+        reason = rejected[0] if rejected else one_line(done.stderr)
+        raise GitError(f"{repo}: push of {branch!r} to {remote!r} failed: {reason}")
 
 
 def subdir_in_repo(path: Path) -> tuple[Path, str]:

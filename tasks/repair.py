@@ -89,8 +89,15 @@ class AuditResult(_Model):
     feedback: str = Field("", description="What the surgeon or diagnostician must know")
     static_errors: list[str] = Field(default_factory=list)
     risks: list[str] = Field(default_factory=list)
-    changed_files: list[str] = Field(default_factory=list)
+    changed_files: list[str] = Field(
+        default_factory=list, description="Project-relative paths git writes for the patch"
+    )
     changed_lines: int = 0
+    tree: str | None = Field(
+        None,
+        description="The tree git made of the base commit plus the patch (what a commit "
+        "of this patch must hold)",
+    )
     rerun_output: str = ""
     rerun_specs: list[str] = Field(default_factory=list)
     diagnosis_wrong: bool = Field(

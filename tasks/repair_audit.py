@@ -1,12 +1,15 @@
 """The auditor: static checks, risk, and a sandbox re-run of a patch. Verdict in AuditResult.
 
-Static: the unsafe-patch rules of :mod:`tasks.repair_risk` (paths inside the project, no
-``.git/``, symlinks or binary diffs), no symlink in the worktree on a patched path,
-``git apply --check``, and a syntax check of the changed files (``ruby -c``, Python's parser) in
-the sandbox. Risk: :func:`tasks.repair_risk.risk_reasons`. Then a fresh worktree at the base
-commit gets the patch and the failing examples' files plus the specs mapped to changed sources
-are re-run. An identical (commit, patch, specs) reuses its earlier result (level 1 of the
-two-level cache).
+The patch is judged by what git will write (:mod:`tasks.repair_patch`: applied to a scratch
+index at the base commit, read back with ``git diff-tree``), never by its headers alone. Static:
+the diff's text passes the first filter of :mod:`tasks.repair_risk`, git applies it, and what git
+wrote holds no symlink, submodule or binary and stays in the project; no symlink in the worktree
+on a patched path; a syntax check of the changed files (``ruby -c``, Python's parser) in the
+sandbox. Risk: :func:`tasks.repair_risk.risk_reasons` on git's paths. Then a fresh worktree at
+the base commit gets the patch (checked to hold exactly the audited tree) and the failing
+examples' files plus the specs mapped to changed sources are re-run. The audited tree is kept in
+the verdict, so the commit can be checked against it. An identical (commit, patch, specs) reuses
+its earlier result (level 1 of the two-level cache).
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import hashlib
 import json
 import logging
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -25,8 +27,16 @@ from pydantic import ValidationError
 from tasks.config import Settings
 from tasks.discovery import map_repo
 from tasks.git import worktree
+from tasks.git_safe import run_git
 from tasks.prompts import format_failure_output
 from tasks.repair import AuditResult, FailureGroup
+from tasks.repair_patch import (
+    apply_args,
+    apply_to_worktree,
+    git_view,
+    patch_bytes,
+    symlinks_in_base,
+)
 from tasks.repair_risk import parse_patch, risk_reasons
 from tasks.repair_scout import error_type_of, is_test_path
 from tasks.replies import Diagnosis
@@ -40,25 +50,17 @@ log = logging.getLogger(__name__)
 
 
 def git_apply(root: Path, sub: str, diff: str, *, check: bool, reverse: bool = False) -> str | None:
-    """`git apply [--check] [--reverse]` of `diff` at the worktree `root`, paths under `sub`.
+    """`git apply [--check] [--reverse]` of `diff` at the worktree `root` (index and files),
+    paths under `sub`, through the hardened git of :mod:`tasks.git_safe`.
 
     Returns:
         None when it applies (or applied), else git's message.
     """
-    argv = ["git", "-C", str(root), "apply", "--whitespace=nowarn"]
-    if sub:
-        argv.append(f"--directory={sub}")
-    if check:
-        argv.append("--check")
-    if reverse:
-        argv.append("--reverse")
-    text = diff if diff.endswith("\n") else diff + "\n"
-    try:
-        done = subprocess.run([*argv, "-"], input=text, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"git apply failed: {exc}"
+    args = apply_args(sub, cached=False, reverse=reverse, check=check)
+    done = run_git(args, cwd=root, input=patch_bytes(diff), check=False, timeout=60)
     if done.returncode != 0:
-        return (done.stderr or done.stdout).strip() or f"git apply exited {done.returncode}"
+        text = (done.stderr or done.stdout).decode("utf-8", errors="replace").strip()
+        return text or f"git apply exited {done.returncode}"
     return None
 
 
@@ -198,10 +200,27 @@ def audit_patch(
     Raises:
         SandboxError, GitError, ToolchainError: a tool failed (the flow hands the group over).
     """
-    info = parse_patch(patch)
+    first = parse_patch(patch)
     base = AuditResult(
-        verdict="NEEDS_REVISION", changed_files=info.files, changed_lines=info.changed_lines
+        verdict="NEEDS_REVISION", changed_files=first.files, changed_lines=first.changed_lines
     )
+    if first.problems:
+        base.static_errors = first.problems
+        base.feedback = "Patch refused: " + "; ".join(first.problems)
+        return base
+    links = symlinks_in_base(repo_root, sub, base_commit, first.files)
+    if links:
+        base.static_errors = [f"{p}: is a symbolic link" for p in links]
+        base.feedback = "Patch refused: " + "; ".join(base.static_errors)
+        return base
+    view = git_view(repo_root, sub, base_commit, patch)
+    if isinstance(view, str):
+        base.static_errors = [f"git apply: {view}"]
+        base.feedback = f"The patch does not apply to the original code: {view}"
+        return base
+    info = view.info
+    # From here on, the paths and counts are git's, not the headers'.
+    base.changed_files, base.changed_lines, base.tree = info.files, info.changed_lines, view.tree
     if info.problems:
         base.static_errors = info.problems
         base.feedback = "Patch refused: " + "; ".join(info.problems)
@@ -213,13 +232,12 @@ def audit_patch(
             base.static_errors = [f"{p}: is a symbolic link" for p in links]
             base.feedback = "Patch refused: " + "; ".join(base.static_errors)
             return base
-        error = git_apply(wt, sub, patch, check=True)
+        base.risks = risk_reasons(info, diagnosis, group, settings.repair)
+        error = apply_to_worktree(wt, sub, patch, view.tree)
         if error:
-            base.static_errors = [f"git apply --check: {error}"]
+            base.static_errors = [f"git apply: {error}"]
             base.feedback = f"The patch does not apply to the original code: {error}"
             return base
-        base.risks = risk_reasons(info, diagnosis, group, settings.repair)
-        git_apply(wt, sub, patch, check=False)
         runner = make_runner(settings.sandbox, root=wt)
         base.static_errors = syntax_errors(project, info.files, runner)
         if base.static_errors:

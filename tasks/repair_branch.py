@@ -1,38 +1,35 @@
 """Accepted repair patches -> one new branch, one commit per group; the user's tree untouched.
 
-Patches are applied in order in a throwaway worktree at the base commit (a patch that no longer
-applies on top of the earlier ones is reported, not forced). The commits are built with a
-temporary index file and ``commit-tree``, like :func:`tasks.git.commit_files_to_new_branch`,
-but chained, so each group's fix is its own commit; the branch ref is created last, and only if
-it does not exist.
+Patches are applied in order with ``git apply --cached`` to a scratch index holding the base
+commit (nothing is checked out; a patch that no longer applies on top of the earlier ones is
+reported, not forced), so each commit holds exactly what git makes of the patch: modes, renames
+and deletions included. Each step is checked against the tree the auditor saw
+(:func:`tasks.repair_patch.same_change`): a commit never records other paths than those audited.
+The commits are chained with ``commit-tree``; the branch ref is created last, and only if it does
+not exist.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
-from io import BytesIO
 from pathlib import Path
-
-from git import GitCommandError
-from gitdb.base import IStream
 
 from tasks.git import (
     DEFAULT_AUTHOR,
     BranchExistsError,
-    GitError,
     check_branch_name,
+    create_branch,
+    local_branch_exists,
     open_repo,
     resolve_commit,
+    scratch_index,
     unique_branch_name,
-    worktree,
 )
+from tasks.git_safe import git_text, one_line, run_git
 from tasks.repair import GroupState, RepairState
-from tasks.repair_audit import git_apply
 from tasks.repair_loop import RepairEnv, now
+from tasks.repair_patch import apply_args, describe, patch_bytes, same_change
 from tasks.repair_risk import parse_patch
 
 log = logging.getLogger(__name__)
@@ -40,43 +37,81 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class GroupCommit:
-    """One group's fix: the commit message and the files it changes (None: deleted)."""
+    """One group's fix: the commit message and the tree it records."""
 
     message: str
-    files: dict[str, bytes | None]
+    tree: str
+
+
+@dataclass
+class Applied:
+    """One patch applied on top of the earlier ones: the tree before and after it."""
+
+    parent_tree: str
+    tree: str
+
+
+def _top(repo: Path) -> Path:
+    return Path(str(open_repo(repo).working_tree_dir))
 
 
 def apply_in_order(
-    repo_root: Path, sub: str, base_commit: str, patches: list[str]
-) -> list[dict[str, bytes | None] | str | None]:
-    """Apply `patches` one after the other on a worktree at `base_commit`.
+    repo_root: Path,
+    sub: str,
+    base_commit: str,
+    patches: list[str],
+    audited: list[str | None] | None = None,
+) -> list[Applied | str | None]:
+    """Apply `patches` one after the other on the tree of `base_commit` (a scratch index).
+
+    Args:
+        audited: per patch, the tree its audit saw (:attr:`AuditResult.tree`), or None when no
+            audit stands for it (a person's edited patch); a step that changes other paths, or
+            other content, than its audit saw is refused.
 
     Returns:
-        Per patch: the repository-relative files it changed with their new content (None when
-        deleted); None when the earlier patches already made exactly this change (one cause
-        that failed several groups); or a string saying why it did not apply on top of them.
+        Per patch: the trees before and after it; None when the earlier patches already made
+        exactly this change (one cause that failed several groups); or why it was not applied.
     """
-    out: list[dict[str, bytes | None] | str | None] = []
-    with worktree(repo_root, base_commit) as wt:
-        for patch in patches:
-            problems = parse_patch(patch).problems
-            if problems:  # never reached through the audit; a last line of defence
-                out.append("refused: " + "; ".join(problems))
+    top = _top(repo_root)
+    base_tree = git_text(["rev-parse", "--verify", f"{base_commit}^{{tree}}"], cwd=top)
+    out: list[Applied | str | None] = []
+    expected = audited if audited is not None else [None] * len(patches)
+    with scratch_index(top, base_tree) as env:
+        tree = base_tree
+        for patch, audited_tree in zip(patches, expected, strict=True):
+            why, new_tree = _step(top, sub, env, tree, patch)
+            if why is None and new_tree is not None and audited_tree is not None:
+                why = same_change(top, tree, new_tree, base_tree, audited_tree)
+                why = f"not the audited change: {why}" if why else None
+            if why is not None or new_tree is None:
+                run_git(["read-tree", tree], cwd=top, env=env)  # undo a refused step
+                out.append(why)
                 continue
-            error = git_apply(wt, sub, patch, check=True) or git_apply(wt, sub, patch, check=False)
-            if error is not None and git_apply(wt, sub, patch, check=True, reverse=True) is None:
-                out.append(None)
-                continue
-            if error is not None:
-                out.append(f"does not apply on top of the earlier fixes: {error}")
-                continue
-            files: dict[str, bytes | None] = {}
-            for path in parse_patch(patch).files:
-                rel = f"{sub}/{path}" if sub else path
-                target = wt / rel
-                files[rel] = target.read_bytes() if target.is_file() else None
-            out.append(files)
+            out.append(Applied(parent_tree=tree, tree=new_tree))
+            tree = new_tree
     return out
+
+
+def _step(
+    top: Path, sub: str, env: dict[str, str], tree: str, patch: str
+) -> tuple[str | None, str | None]:
+    """(why not, None), (None, None) for a change already made, or (None, the new tree)."""
+    problems = parse_patch(patch).problems
+    if problems:  # never reached through the audit; a last line of defence
+        return "refused: " + "; ".join(problems), None
+    data = patch_bytes(patch)
+    done = run_git(apply_args(sub, cached=True), cwd=top, env=env, input=data, check=False)
+    if done.returncode != 0:
+        back = apply_args(sub, cached=True, reverse=True, check=True)
+        if run_git(back, cwd=top, env=env, input=data, check=False).returncode == 0:
+            return None, None
+        return f"does not apply on top of the earlier fixes: {one_line(done.stderr)}", None
+    new_tree = git_text(["write-tree"], cwd=top, env=env)
+    problems = describe(top, sub, tree, new_tree)[1].problems
+    if problems:
+        return "refused: " + "; ".join(problems), None
+    return None, new_tree
 
 
 def commit_chain(
@@ -94,50 +129,35 @@ def commit_chain(
         BranchExistsError: `branch` exists already (it is never overwritten).
         GitError: git failed.
     """
-    r = open_repo(repo)
+    top = _top(repo)
     parent = resolve_commit(repo, base_commit)
     check_branch_name(repo, branch)
-    if r.git.for_each_ref(f"refs/heads/{branch}"):
+    if local_branch_exists(repo, branch):
         raise BranchExistsError(f"{repo}: branch {branch!r} already exists")
     name, email = author
-    fd, index_file = tempfile.mkstemp(prefix="autopilot-index-")
-    os.close(fd)
-    os.unlink(index_file)
     env = {
-        "GIT_INDEX_FILE": index_file,
         "GIT_AUTHOR_NAME": name,
         "GIT_AUTHOR_EMAIL": email,
         "GIT_COMMITTER_NAME": name,
         "GIT_COMMITTER_EMAIL": email,
     }
     shas: list[str] = []
-    try:
-        r.git.read_tree(parent, env=env)
-        for commit in commits:
-            for path, data in sorted(commit.files.items()):
-                if data is None:
-                    r.git.update_index("--force-remove", "--", path, env=env)
-                    continue
-                stream = IStream("blob", len(data), BytesIO(data))
-                blob = r.odb.store(stream).hexsha.decode()
-                r.git.update_index("--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
-            tree = r.git.write_tree(env=env)
-            parent = str(r.git.commit_tree(tree, "-p", parent, "-m", commit.message, env=env))
-            shas.append(parent)
-        if shas:
-            try:
-                r.git.update_ref(
-                    "-m", "autopilot: repair branch", f"refs/heads/{branch}", parent, ""
-                )
-            except GitCommandError as exc:
-                raise BranchExistsError(f"{repo}: branch {branch!r}: {exc.stderr}") from None
-    except GitCommandError as exc:
-        raise GitError(f"{repo}: cannot commit to {branch!r}: {exc.stderr}".strip()) from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(index_file)
+    for commit in commits:
+        argv = ["commit-tree", commit.tree, "-p", parent, "-m", commit.message]
+        parent = git_text(argv, cwd=top, env=env)
+        shas.append(parent)
+    if shas:
+        create_branch(repo, branch, parent, "autopilot: repair branch")
     log.info("branch %s: %d commit(s)", branch, len(shas))
     return shas
+
+
+def _audited_tree(g: GroupState) -> str | None:
+    """The tree the audit saw for the group's final patch (None for a person's own patch)."""
+    for attempt in reversed(g.attempts):
+        if attempt.patch == g.final_patch and attempt.audit is not None:
+            return attempt.audit.tree
+    return None
 
 
 def commit_fixes(state: RepairState, env: RepairEnv) -> None:
@@ -146,7 +166,11 @@ def commit_fixes(state: RepairState, env: RepairEnv) -> None:
     if not accepted:
         return
     applied = apply_in_order(
-        env.repo_root, env.sub, env.base_commit, [g.final_patch or "" for g in accepted]
+        env.repo_root,
+        env.sub,
+        env.base_commit,
+        [g.final_patch or "" for g in accepted],
+        [_audited_tree(g) for g in accepted],
     )
     commits: list[GroupCommit] = []
     committed: list[GroupState] = []
@@ -163,7 +187,7 @@ def commit_fixes(state: RepairState, env: RepairEnv) -> None:
         cause = g.diagnosis.root_cause if g.diagnosis else g.group.signature
         tests = "\n".join(f"- {t.id}" for t in g.group.tests)
         message = f"autopilot: fix {g.group.id}: {cause[:60]}\n\n{cause}\n\nTests:\n{tests}\n"
-        commits.append(GroupCommit(message=message, files=result))
+        commits.append(GroupCommit(message=message, tree=result.tree))
         committed.append(g)
     if not commits:
         return

@@ -4,8 +4,12 @@ Unsafe (refused before anything is applied): absolute paths, ``..``, anything un
 symbolic links, binary diffs, a diff naming no file. Risky (a person decides even when the tests
 pass): dependency manifests and lock files, CI configuration, migrations and schema, configured
 ``risky_paths``, deleted test files, removed assertions or added skips in tests, more than
-``max_patch_lines`` changed lines, production code edited when the diagnosis says the test is
-wrong or a mock is involved.
+``max_patch_lines`` changed lines, file mode changes and new executables, production code edited
+when the diagnosis says the test is wrong or a mock is involved.
+
+:func:`parse_patch` reads the diff's text; it is a first filter only. The auditor judges a patch
+by what git will write (:mod:`tasks.repair_patch` fills a :class:`PatchInfo` from git itself),
+and the risk rules run on that.
 """
 
 from __future__ import annotations
@@ -76,6 +80,8 @@ class PatchInfo:
     #: Added and removed line texts per file (new path), for the weakened-test check.
     added_text: dict[str, list[str]] = field(default_factory=dict)
     removed_text: dict[str, list[str]] = field(default_factory=dict)
+    #: Mode changes and new executables, as git reports them (:mod:`tasks.repair_patch`).
+    mode_changes: list[str] = field(default_factory=list)
 
     @property
     def changed_lines(self) -> int:
@@ -206,6 +212,7 @@ def risk_reasons(
             reasons.append(f"{path}: database migration or schema")
         elif settings.risky_paths and _matches(path, settings.risky_paths):
             reasons.append(f"{path}: matches a configured risky path")
+    reasons.extend(f"{change} (a file mode change needs a person)" for change in info.mode_changes)
     for path in info.deleted:
         if is_test_path(path):
             reasons.append(f"{path}: deletes a test file")

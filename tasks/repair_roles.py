@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -17,13 +16,15 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from tasks.errors import AutopilotError, BadInputError
+from tasks.git_safe import NO_DIFF_PROGRAMS, GitError, TamperedWorktreeError, run_git
 from tasks.model import CallRecord, ModelClient, parse_diff_reply
+from tasks.model_messages import prepare_messages
 from tasks.prompts import RenderedPrompt, render
 from tasks.repair import CodeSnippet, FailureGroup, GroupContext, GroupState
 from tasks.repair_cache import ReplyCache, reply_key
 from tasks.repair_scout import error_type_of, is_test_path
 from tasks.replies import Diagnosis, schema_text
-from tasks.secrets import read_for_prompt
+from tasks.secrets import read_for_prompt, redact
 from tasks.types import Exchange, TestCaseResult
 
 log = logging.getLogger(__name__)
@@ -130,17 +131,24 @@ def extend_context(project: Path, state: GroupState) -> int:
 
 
 def git_changes(project: Path, paths: list[str]) -> str:
-    """Recent commits (with their patches) touching `paths`, cut to MAX_GIT_CHARS."""
+    """Recent commits (with their patches) touching `paths`, cut to MAX_GIT_CHARS.
+
+    Read from history only, through the hardened git of :mod:`tasks.git_safe`: no textconv or
+    external diff program runs, and in a worktree the sandbox used git reads the repository the
+    worktree was made from, after checking the worktree's ``.git`` link.
+    """
     if not paths:
         return ""
-    argv = ["git", "-C", str(project), "log", "-p", "--no-color", "--no-ext-diff"]
-    argv += [f"-n{GIT_LOG_COMMITS}", "--format=commit %h %ad %s", "--date=short", "--", *paths]
+    argv = ["log", "-p", "--no-color", *NO_DIFF_PROGRAMS, f"-n{GIT_LOG_COMMITS}"]
+    argv += ["--format=commit %h %ad %s", "--date=short", "--", *paths]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = run_git(argv, cwd=project, check=False, timeout=30)
+    except TamperedWorktreeError:
+        raise
+    except GitError as exc:
         log.warning("git log in %s failed: %s", project, exc)
         return ""
-    text = done.stdout
+    text = redact(done.stdout.decode("utf-8", errors="replace"))
     return text if len(text) <= MAX_GIT_CHARS else text[:MAX_GIT_CHARS] + "\n[truncated]"
 
 
@@ -181,14 +189,15 @@ def build_context(project: Path, group: FailureGroup, language: str) -> GroupCon
     )
 
 
-def _exchange(state: GroupState, prompt: RenderedPrompt) -> Exchange:
-    """A new archived exchange on the group for this prompt (its replies are filled in later)."""
+def _exchange(state: GroupState, prompt: RenderedPrompt, about: str) -> Exchange:
+    """A new archived exchange on the group for this prompt (its replies are filled in later),
+    holding the messages exactly as they are sent: redacted, naming the file `about`."""
     exchange = Exchange(
         iteration=len(state.exchanges) + 1,
         prompt_name=prompt.meta.name,
         prompt_version=prompt.meta.version,
         prompt_sha256=prompt.meta.sha256,
-        messages=prompt.messages(),
+        messages=prepare_messages(prompt.messages(), about),
     )
     state.exchanges.append(exchange)
     return exchange
@@ -234,7 +243,7 @@ def diagnose(client: ModelClient, state: GroupState, cache: ReplyCache | None = 
     key = reply_key(
         "diagnostician", client.model_for("diagnostician"), prompt.meta, prompt.messages()
     )
-    exchange = _exchange(state, prompt)
+    exchange = _exchange(state, prompt, ctx.path)
     cached = cache.get(key) if cache else None
     if cached is not None:
         with contextlib.suppress(ValidationError):
@@ -292,7 +301,7 @@ def surgeon(client: ModelClient, state: GroupState, cache: ReplyCache | None = N
         style_notes="",
     )
     key = reply_key("surgeon", client.model_for("surgeon"), prompt.meta, prompt.messages())
-    exchange = _exchange(state, prompt)
+    exchange = _exchange(state, prompt, ctx.path)
     cached = cache.get(key) if cache else None
     if cached is not None:
         exchange.replies.append(cached)

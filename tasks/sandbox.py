@@ -5,11 +5,16 @@ wall-clock timeout with the whole process tree killed, address space (RLIMIT_AS)
 (RLIMIT_CPU), file size (RLIMIT_FSIZE) and a process limit, and returns a
 :class:`~tasks.types.CommandResult` whose `reason` says in words why a run was stopped.
 
+What bwrap shows is :mod:`tasks.sandbox_view`: deny by default, the worktree writable, the
+system trees, the toolchains' exact directories and what the project declared read-only.
+
 The process limit: RLIMIT_NPROC is not enforced for uid 0, and the pipeline often runs as root
 in CI containers. So a per-run cgroup `pids.max` is used whenever a pids cgroup is writable
-(see :mod:`tasks.sandbox_cgroup`); otherwise RLIMIT_NPROC is set inside bwrap's user namespace,
-which holds for a non-root user (its count starts afresh in the new namespace). As root without
-a writable cgroup, no process limit can be enforced and a warning says so.
+(see :mod:`tasks.sandbox_cgroup`); otherwise, as root, the sandbox's own pid namespace gets a
+``pid_max`` (Linux 6.14+, :mod:`tasks.sandbox_pidns`); otherwise RLIMIT_NPROC is set inside
+bwrap's user namespace, which holds for a non-root user (its count starts afresh in the new
+namespace). As root with none of these, no process limit can be enforced and a warning names
+the missing kernel feature.
 """
 
 from __future__ import annotations
@@ -20,15 +25,18 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 from tasks.config import SandboxSettings
 from tasks.errors import SandboxError
 from tasks.sandbox_cache import cache_key, default_cache_dir
 from tasks.sandbox_cgroup import PidsCgroup, pids_cgroup_parent
+from tasks.sandbox_pidns import CAP_ARGS, SETUP_FAILED, pid_namespace_limit_available, wrap
 from tasks.sandbox_proc import RawResult, run_process
 from tasks.sandbox_runner import DEFAULT_PATH, MB, SANDBOX_HOME, Limits, Runner
+from tasks.sandbox_view import View, build_view, interpreter_dirs, proc_args
 from tasks.types import CommandResult
 
 __all__ = [
@@ -38,6 +46,7 @@ __all__ = [
     "Runner",
     "cache_key",
     "default_cache_dir",
+    "interpreter_dirs",
     "make_runner",
 ]
 
@@ -61,10 +70,10 @@ def _tool(name: str) -> str:
     return path
 
 
-def _base_env(home: str, env: Mapping[str, str]) -> dict[str, str]:
+def _base_env(home: str, env: Mapping[str, str], path: str | None = None) -> dict[str, str]:
     """The allow-listed environment: nothing from the host but PATH and LANG."""
     base = {
-        "PATH": os.environ.get("PATH", DEFAULT_PATH),
+        "PATH": path if path is not None else os.environ.get("PATH", DEFAULT_PATH),
         "LANG": os.environ.get("LANG", "C.UTF-8"),
         "HOME": home,
     }
@@ -114,8 +123,35 @@ def _bwrap_works(bwrap: str) -> tuple[bool, str]:
     return proc.returncode == 0, proc.stderr.strip()
 
 
+@functools.cache
+def _bwrap_can_disable_userns(bwrap: str) -> bool:
+    """bwrap 0.8+ can forbid nested user namespaces inside the sandbox."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--disable-userns" in done.stdout
+
+
+#: How the process limit is enforced: a pids cgroup, RLIMIT_NPROC in the user namespace (non-
+#: root), the sandbox's pid namespace (root, Linux 6.14+), or not at all.
+LimitMode = Literal["cgroup", "nproc", "pid_namespace", "none"]
+
+
+def process_limit_mode(bwrap: str) -> tuple[LimitMode, str]:
+    """How bwrap runs limit their processes here, and what is missing when nothing does."""
+    if pids_cgroup_parent() is not None:
+        return "cgroup", ""
+    if os.geteuid() != 0:
+        return "nproc", ""
+    ok, missing = pid_namespace_limit_available(bwrap)
+    if ok:
+        return "pid_namespace", ""
+    return "none", f"a writable pids cgroup (v1, or v2 with pids delegated) or {missing}"
+
+
 class BwrapRunner(Runner):
-    """bubblewrap: no network, system read-only, only the root and a private /tmp writable."""
+    """bubblewrap: no network, deny-by-default view, only the root and a private /tmp writable."""
 
     backend = "bwrap"
 
@@ -128,87 +164,88 @@ class BwrapRunner(Runner):
                 f"bwrap cannot create a sandbox on this host ({detail or 'unknown error'}):"
                 " enable user namespaces or choose sandbox backend none"
             )
-        self._cgroups = pids_cgroup_parent() is not None
-        if not self._cgroups and os.geteuid() == 0:
+        self.limit_mode, missing = process_limit_mode(self.bwrap)
+        if self.limit_mode == "none":
             logger.warning(
-                "running as root without a writable pids cgroup: the process limit is not "
-                "enforced (RLIMIT_NPROC does not apply to root)"
+                "running as root without a process limit (RLIMIT_NPROC does not apply to "
+                "root): needs %s",
+                missing,
             )
+        self._no_userns = _bwrap_can_disable_userns(self.bwrap)
+        refused = build_view(str(self.root), declared=self.settings.read_only).skipped
+        if refused:
+            raise SandboxError(f"sandbox.read_only refused: {refused[0]}")
+
+    def view(self, program: str) -> View:
+        """What the sandbox shows for a run of `program`: the toolchains' directories, which
+        are Autopilot's own interpreter (its venv and base), the runner's `toolchain_dirs` and
+        the installation `program` belongs to when it is an absolute path."""
+        dirs = [*interpreter_dirs(sys.executable), *self.toolchain_dirs, *interpreter_dirs(program)]
+        view = build_view(str(self.root), toolchain_dirs=dirs, declared=self.settings.read_only)
+        for reason in view.skipped:
+            logger.warning("not shown in the sandbox: %s", reason)
+        return view
 
     def command(
-        self, argv: list[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        timeout_s: float,
+        view: View | None = None,
     ) -> list[str]:
         """The full bwrap command line for `argv` (pure; exposed for tests and debugging)."""
-        root = str(self.root)
-        cmd = [
-            self.bwrap,
-            "--unshare-all",  # every namespace, the network included: no --share-net
-            "--die-with-parent",
-            "--new-session",
-            "--cap-drop",
-            "ALL",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--size",
-            str(self.limits.tmp_mb * MB),
-            "--tmpfs",
-            "/tmp",
-            "--dir",
-            SANDBOX_HOME,
-        ]
-        # After the tmpfs, what lives under /tmp must show through the private /tmp: our own
-        # interpreter (the python toolchain runs it) in a checkout cloned there, and the program
-        # run when it is an absolute path there (a project's virtualenv), read-only like the rest
-        # of the system; then the root, writable, last so that it wins over a read-only parent.
-        for path in sorted(set(_interpreter_dirs_under_tmp() + _program_dirs_under_tmp(argv[0]))):
-            if path != "/tmp":  # never the whole of /tmp: it would undo the private one
-                cmd += ["--ro-bind", path, path]
-        cmd += [
-            "--bind",
-            root,
-            root,
-            "--clearenv",
-        ]
+        view = view or self.view(argv[0])
+        pid_ns = self.limit_mode == "pid_namespace"
+        cmd = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
+        if pid_ns:
+            # The setup step needs two capabilities for a moment; it drops them all itself.
+            cmd += CAP_ARGS
+        else:
+            cmd += ["--cap-drop", "ALL"]
+            if self._no_userns:
+                cmd += ["--unshare-user", "--disable-userns"]
+        for mount in view.system:
+            cmd += mount.args()
+        cmd += ["--dev", "/dev", *proc_args(writable_sys=pid_ns)]
+        cmd += ["--size", str(self.limits.tmp_mb * MB), "--tmpfs", "/tmp", "--dir", SANDBOX_HOME]
+        # After the private /tmp (a toolchain may live under /tmp), the worktree last so that it
+        # stays writable inside a read-only parent.
+        for mount in [*view.extra, view.root]:
+            cmd += mount.args()
+        # bwrap builds the view on a tmpfs; it is made read-only once every mount is in place.
+        cmd += ["--remount-ro", "/", "--clearenv"]
         for name, value in env.items():
             cmd += ["--setenv", name, value]
-        cmd += ["--chdir", str(cwd), self.prlimit]
+        cmd += ["--chdir", str(cwd)]
         # Without a cgroup, RLIMIT_NPROC set inside the new user namespace is the process limit.
-        cmd += self.limits.prlimit_args(timeout_s, nproc=True)
-        return [*cmd, "--", *argv]
+        inner = [self.prlimit, *self.limits.prlimit_args(timeout_s, nproc=True), "--", *argv]
+        if pid_ns:
+            inner = wrap(inner, self.limits.max_processes)
+        return [*cmd, *inner]
 
     def _execute(
         self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float
     ) -> CommandResult:
-        full_env = _base_env(SANDBOX_HOME, {"TMPDIR": "/tmp", **env})
+        view = self.view(argv[0])
+        path = view.sandbox_path(os.environ.get("PATH", DEFAULT_PATH)) or DEFAULT_PATH
+        full_env = _base_env(SANDBOX_HOME, {"TMPDIR": "/tmp", **env}, path=path)
         _resolve_program(argv[0], cwd, full_env["PATH"])
-        cmd = self.command(argv, cwd=cwd, env=full_env, timeout_s=timeout_s)
+        if os.path.isabs(argv[0]) and not view.shows(argv[0]):
+            raise SandboxError(
+                f"{argv[0]}: not visible in the sandbox; declare its directory in "
+                "[sandbox] read_only"
+            )
+        cmd = self.command(argv, cwd=cwd, env=full_env, timeout_s=timeout_s, view=view)
         # bwrap itself gets a minimal environment; the command's is set by --setenv.
         raw = _spawn(cmd, self, {"PATH": DEFAULT_PATH}, self.root, timeout_s)
         first = raw.stderr.lstrip().splitlines()[:1]
         if raw.exit_code == 1 and first and first[0].startswith("bwrap: "):
             raise SandboxError(f"sandbox setup failed for {argv[0]}: {first[0]}")
+        if raw.exit_code == 125 and first and first[0] == SETUP_FAILED:
+            raise SandboxError(f"sandbox setup failed for {argv[0]}: {first[0]}")
         return self._result(argv, raw, timeout_s)
-
-
-def _interpreter_dirs_under_tmp() -> list[str]:
-    """This process's interpreter directories that the sandbox's private /tmp would hide."""
-    dirs = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    dirs |= {os.path.abspath(p) for p in (sys.prefix, sys.exec_prefix)}
-    return sorted(d for d in dirs if d == "/tmp" or d.startswith("/tmp/"))
-
-
-def _program_dirs_under_tmp(program: str) -> list[str]:
-    """The installation an absolute program under /tmp belongs to (``<prefix>/bin/<name>``
-    -> ``<prefix>``), for the path given and the one its links lead to."""
-    if not os.path.isabs(program):
-        return []
-    prefixes = {os.path.dirname(os.path.dirname(p)) for p in (program, os.path.realpath(program))}
-    return sorted(d for d in prefixes if d.startswith("/tmp/"))
 
 
 class LocalRunner(Runner):
@@ -241,14 +278,20 @@ def make_runner(
     *,
     cache_dir: Path | None = None,
     limits: Limits | None = None,
+    toolchain_dirs: Sequence[str | Path] = (),
 ) -> Runner:
     """The runner for the configured backend.
 
     Args:
-        settings: sandbox settings (backend, timeout, memory, processes, docker image).
+        settings: sandbox settings (backend, timeout, memory, processes, docker image, the
+            declared read-only paths and passed environment variables).
         root: the worktree; the only directory commands may write to.
         cache_dir: result cache directory; default `$AUTOPILOT_HOME/cache/sandbox`.
         limits: override the limits derived from the settings (file size, /tmp size, ...).
+        toolchain_dirs: extra read-only toolchain directories, each shown by its exact path
+            (e.g. a prepared environment ``$AUTOPILOT_HOME/envs/<name>``, or what
+            :func:`interpreter_dirs` gives for an interpreter). The interpreter a command
+            starts with (an absolute ``argv[0]``) is added on its own.
 
     Raises:
         SandboxError: the backend is unavailable ("auto" without bwrap says how to fix it).
@@ -264,9 +307,11 @@ def make_runner(
     if backend == "bwrap":
         if shutil.which("bwrap") is None:
             raise SandboxError("sandbox backend bwrap chosen but bwrap is not installed")
-        return BwrapRunner(settings, root, cache_dir=cache_dir, limits=limits)
-    if backend == "docker":
+        cls: type[Runner] = BwrapRunner
+    elif backend == "docker":
         from tasks.sandbox_docker import DockerRunner
 
-        return DockerRunner(settings, root, cache_dir=cache_dir, limits=limits)
-    return LocalRunner(settings, root, cache_dir=cache_dir, limits=limits)
+        cls = DockerRunner
+    else:
+        cls = LocalRunner
+    return cls(settings, root, cache_dir=cache_dir, limits=limits, toolchain_dirs=toolchain_dirs)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -17,6 +18,7 @@ from tasks.config import SandboxSettings
 from tasks.errors import SandboxError
 from tasks.sandbox_cache import ResultCache, cache_key, default_cache_dir
 from tasks.sandbox_proc import OUTPUT_LIMIT, RawResult, classify
+from tasks.secrets import redact
 from tasks.types import CommandResult
 
 logger = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class Runner(ABC):
         *,
         cache_dir: Path | None = None,
         limits: Limits | None = None,
+        toolchain_dirs: Sequence[str | Path] = (),
     ) -> None:
         root = Path(root).resolve()
         if not root.is_dir():
@@ -85,6 +88,8 @@ class Runner(ABC):
         self.settings = settings
         self.root = root
         self.limits = limits or Limits.from_settings(settings)
+        #: Extra read-only directories the toolchains need, each shown by its exact path.
+        self.toolchain_dirs = [os.path.abspath(d) for d in toolchain_dirs]
         self.cache = ResultCache(cache_dir if cache_dir is not None else default_cache_dir())
         self._setup()
 
@@ -122,7 +127,9 @@ class Runner(ABC):
         if not cwd.is_dir():
             raise SandboxError(f"{cwd}: working directory does not exist")
         timeout = timeout_s if timeout_s is not None else self.settings.timeout_s
-        env = dict(env or {})
+        # Declared host variables first: what the caller sets wins.
+        passed = {n: os.environ[n] for n in self.settings.pass_env if n in os.environ}
+        env = {**passed, **(env or {})}
         full_key = self._full_key(cache_key, cwd, env) if cache_key else None
         if full_key is not None:
             hit = self.cache.get(full_key)
@@ -138,7 +145,8 @@ class Runner(ABC):
 
     def _full_key(self, key: str, cwd: Path, env: Mapping[str, str]) -> str:
         where = str(cwd.relative_to(self.root))
-        return cache_key(key, "", [where], json.dumps(sorted(env.items())))
+        view = [self.settings.read_only, self.toolchain_dirs]
+        return cache_key(key, "", [where], json.dumps([sorted(env.items()), view]))
 
     @abstractmethod
     def _execute(
@@ -158,8 +166,10 @@ class Runner(ABC):
         return CommandResult(
             argv=list(argv),
             exit_code=raw.exit_code,
-            stdout=raw.stdout,
-            stderr=raw.stderr,
+            # Redacted here, once for every backend: a secret a test printed never leaves the
+            # sandbox as it was (prompts, reports, logs, the archive and the cache see this).
+            stdout=redact(raw.stdout),
+            stderr=redact(raw.stderr),
             duration_s=round(raw.duration_s, 6),
             timed_out=raw.timed_out,
             reason=reason,

@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 
 from tasks.errors import BadInputError
+from tasks.types import ValidationResult
 
 REDACTED = "[REDACTED]"
 DEFAULT_MAX_BYTES = 200_000
@@ -223,3 +224,33 @@ def read_for_prompt(repo: Path, rel: str, max_bytes: int = DEFAULT_MAX_BYTES) ->
     if len(data) > max_bytes:
         text += f"\n# [truncated at {max_bytes} bytes]\n"
     return redact(text)
+
+
+def redact_validation(result: ValidationResult) -> ValidationResult:
+    """`result` with every text that came out of a sandbox run redacted (load error, failure
+    messages, traces, captured output, lint messages): what a test printed or read never
+    reaches a prompt, a report, a log or the archive as it was."""
+    examples = [
+        case.model_copy(
+            update={
+                name: redact(value)
+                for name in ("message", "trace", "stdout", "stderr")
+                if isinstance(value := getattr(case, name), str)
+            }
+        )
+        for case in result.examples
+    ]
+    lint = [o.model_copy(update={"message": redact(o.message)}) for o in result.lint]
+    update: dict[str, object] = {"examples": examples, "lint": lint}
+    if result.load_error is not None:
+        update["load_error"] = redact(result.load_error)
+    problem = getattr(result, "problem", None)  # why a suite did not run, where it is recorded
+    if problem is not None:
+        update["problem"] = problem.model_copy(
+            update={
+                name: redact(value)
+                for name in ("message", "detail", "hint")
+                if isinstance(value := getattr(problem, name, None), str)
+            }
+        )
+    return result.model_copy(update=update)

@@ -249,6 +249,8 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def test_commit_chain_makes_one_commit_per_group_on_a_new_branch(tmp_path: Path) -> None:
+    from tasks.repair_branch import Applied, apply_in_order
+
     repo = tmp_path / "r"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
@@ -257,11 +259,17 @@ def test_commit_chain_makes_one_commit_per_group_on_a_new_branch(tmp_path: Path)
     _git(repo, "add", ".")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "-qm", "base")
     base = _git(repo, "rev-parse", "HEAD").strip()
+    fix_a = "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+A\n"
+    drop_b = "diff --git a/b.txt b/b.txt\ndeleted file mode 100644\n--- a/b.txt\n+++ /dev/null\n"
+    drop_b += "@@ -1 +0,0 @@\n-b\n"
+    steps = apply_in_order(repo, "", base, [fix_a, drop_b])
+    assert all(isinstance(s, Applied) for s in steps)
+    trees = [s.tree for s in steps if isinstance(s, Applied)]
     shas = commit_chain(
         repo,
         base,
         "autopilot/fix-1",
-        [GroupCommit("fix a", {"a.txt": b"A\n"}), GroupCommit("drop b", {"b.txt": None})],
+        [GroupCommit("fix a", trees[0]), GroupCommit("drop b", trees[1])],
     )
     assert len(shas) == 2
     assert _git(repo, "log", "--format=%s", "autopilot/fix-1").split("\n")[:3] == [
@@ -274,7 +282,7 @@ def test_commit_chain_makes_one_commit_per_group_on_a_new_branch(tmp_path: Path)
     assert _git(repo, "rev-parse", "HEAD").strip() == base
     assert _git(repo, "status", "--porcelain") == ""
     with pytest.raises(BranchExistsError):
-        commit_chain(repo, base, "autopilot/fix-1", [GroupCommit("x", {"a.txt": b"x"})])
+        commit_chain(repo, base, "autopilot/fix-1", [GroupCommit("x", trees[0])])
 
 
 def test_the_diagnosis_brings_the_code_it_blames_into_the_context(tmp_path: Path) -> None:
@@ -337,7 +345,7 @@ def test_a_spec_file_that_did_not_load_is_fixed_when_its_examples_run_and_pass()
 def test_apply_in_order_reports_conflicts_repeats_and_refuses_unsafe_patches(
     tmp_path: Path,
 ) -> None:
-    from tasks.repair_branch import apply_in_order
+    from tasks.repair_branch import Applied, apply_in_order
 
     repo = tmp_path / "r"
     (repo / "app").mkdir(parents=True)
@@ -352,7 +360,8 @@ def test_apply_in_order_reports_conflicts_repeats_and_refuses_unsafe_patches(
 
     out = apply_in_order(repo, "", base, [fix, fix, clash, evil])
 
-    assert out[0] == {"app/a.rb": b"one\nTWO\nthree\n"}
+    assert isinstance(out[0], Applied)
+    assert _git(repo, "cat-file", "-p", f"{out[0].tree}:app/a.rb") == "one\nTWO\nthree\n"
     assert out[1] is None  # the same fix again: already made
     assert isinstance(out[2], str) and out[2].startswith("does not apply on top")
     assert out[3] == "refused: '../evil.rb': '..' leaves the repository"

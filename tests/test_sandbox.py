@@ -18,9 +18,18 @@ import pytest
 
 from tasks.config import SandboxSettings
 from tasks.errors import SandboxError
-from tasks.sandbox import BwrapRunner, Limits, LocalRunner, Runner, cache_key, make_runner
+from tasks.sandbox import (
+    BwrapRunner,
+    Limits,
+    LocalRunner,
+    Runner,
+    cache_key,
+    make_runner,
+    process_limit_mode,
+)
 from tasks.sandbox_cgroup import pids_cgroup_parent
 from tasks.sandbox_docker import docker_run_kwargs
+from tasks.sandbox_pidns import pid_namespace_limit_available
 from tasks.sandbox_proc import RawResult, classify
 
 HAVE_BWRAP = shutil.which("bwrap") is not None
@@ -54,9 +63,31 @@ def wait_gone(marker: str, attempts: int = 100) -> list[int]:
     return left
 
 
-def process_limit_enforced() -> bool:
-    """A fork bomb is only safe to run when something really caps the process count."""
-    return pids_cgroup_parent() is not None or os.geteuid() != 0
+def process_limit_missing() -> str | None:
+    """What this machine lacks to cap a sandbox's process count (a fork bomb is only safe to
+    run when something really does), or None when a limit holds."""
+    mode, missing = process_limit_mode(shutil.which("bwrap") or "bwrap")
+    return None if mode != "none" else f"no process limit on this machine: needs {missing}"
+
+
+@pytest.fixture(params=["machine", "pid_namespace"])
+def limit_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The machine's own process limit, then the pid-namespace one forced (as when CI runs as
+    root without a writable pids cgroup)."""
+    if not HAVE_BWRAP:
+        pytest.skip("bubblewrap not installed")
+    if request.param == "pid_namespace":
+        if os.geteuid() != 0:
+            pytest.skip("the pid-namespace limit is root's (others have RLIMIT_NPROC)")
+        ok, missing = pid_namespace_limit_available(shutil.which("bwrap") or "bwrap")
+        if not ok:
+            pytest.skip(f"pid-namespace process limit unavailable: needs {missing}")
+        monkeypatch.setattr("tasks.sandbox.pids_cgroup_parent", lambda: None)
+        return "pid_namespace"
+    missing = process_limit_missing()
+    if missing:
+        pytest.skip(missing)
+    return process_limit_mode(shutil.which("bwrap") or "bwrap")[0]
 
 
 @pytest.fixture
@@ -92,24 +123,28 @@ def test_command_runs_and_writes_only_to_root(runner: Runner, root: Path) -> Non
 
 
 @pytest.mark.slow
-def test_system_and_real_home_are_read_only(runner: Runner, root: Path) -> None:
+def test_system_is_read_only_and_the_real_home_absent(runner: Runner, root: Path) -> None:
     name = f"autopilot-probe-{uuid.uuid4().hex}"
-    targets = [Path("/usr") / name, Path("/etc") / name, Path.home() / name]
-    script = "; ".join(f"touch {t}" for t in targets)
+    targets = [Path("/usr") / name, Path("/etc") / name, Path("/") / name]
+    script = "; ".join(f"touch {t}" for t in targets) + f"; touch {Path.home() / name}"
     res = runner.run(["sh", "-c", script + "; exit 1"], cwd=root)
-    assert res.stderr.count("Read-only file system") == 3, res.stderr
-    assert res.reason == "write outside the worktree refused: read-only file system"
     for t in targets:
+        assert f"{t}': Read-only file system" in res.stderr, res.stderr
+    # The home directory is absent, or (when a toolchain lives under it) an empty read-only
+    # skeleton leading to the toolchain's own directory.
+    assert f"cannot touch '{Path.home() / name}'" in res.stderr, res.stderr
+    assert res.reason == "write outside the worktree refused: read-only file system"
+    for t in [*targets, Path.home() / name]:
         assert not t.exists()
 
 
 @pytest.mark.slow
 def test_writes_outside_root_fail(runner: Runner, root: Path) -> None:
-    # /var/tmp is writable on the host; inside only the root and the private /tmp are.
+    # /var/tmp is writable on the host; inside it does not even exist.
     outside = Path("/var/tmp") / f"autopilot-escape-{uuid.uuid4().hex}"
     res = runner.run(["sh", "-c", f"echo x > {outside}"], cwd=root)
     assert res.exit_code != 0
-    assert "Read-only file system" in res.stderr
+    assert "nonexistent" in res.stderr or "No such file" in res.stderr, res.stderr
     assert not outside.exists()
     # The worktree's parent here is under /tmp, so inside it is the private tmpfs: a write
     # there succeeds but never reaches the host.
@@ -226,24 +261,28 @@ def test_timeout_kills_the_whole_tree(runner: Runner, root: Path) -> None:
 
 
 @pytest.mark.slow
-def test_fork_bomb_is_contained(root: Path) -> None:
-    if not HAVE_BWRAP:
-        pytest.skip("bubblewrap not installed")
-    if not process_limit_enforced():
-        pytest.skip("root without a writable pids cgroup: no process limit to test")
+def test_fork_bomb_is_contained(root: Path, limit_mode: str) -> None:
     marker = f"autopilot-bomb-{uuid.uuid4().hex}"
     bomb = (
         "import os, sys, time\n"
-        "for _ in range(5000):\n"
-        "    if os.fork() == 0:\n"
-        "        time.sleep(30); os._exit(0)\n"
+        "n = 0\n"
+        "try:\n"
+        "    for _ in range(5000):\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(30); os._exit(0)\n"
+        "        n += 1\n"
+        "finally:\n"
+        "    print('forked', n, flush=True)\n"
     )
     runner = bwrap_runner(root, max_processes=40)
+    assert isinstance(runner, BwrapRunner) and runner.limit_mode == limit_mode
     res = runner.run(["python3", "-c", bomb, marker], cwd=root, timeout_s=30)
     assert not res.timed_out
     assert res.exit_code == 1
     assert "BlockingIOError" in res.stderr
     assert res.reason is not None and res.reason.startswith("process limit reached")
+    forked = int(res.stdout.split()[-1])
+    assert 0 < forked <= 40, res.stdout
     assert wait_gone(marker) == []
     # The host can still start processes.
     assert runner.run(["true"], cwd=root).exit_code == 0
@@ -526,19 +565,20 @@ def test_classify(exit_code: int, stderr: str, pids_hit: bool, reason: str | Non
 
 
 @pytest.mark.slow
-def test_our_interpreter_under_tmp_stays_visible_read_only(
-    runner: Runner, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_programs_installation_under_tmp_is_visible_read_only(
+    runner: Runner, root: Path, tmp_path: Path
 ) -> None:
-    # A checkout cloned under /tmp has its venv there, which the private /tmp would hide.
+    # A checkout cloned under /tmp has its venv there, which the private /tmp would hide: the
+    # installation an absolute program belongs to is shown, read-only, and nothing else of /tmp.
     prefix = tmp_path / "venv"
     (prefix / "bin").mkdir(parents=True)
+    (tmp_path / "next-to-venv.txt").write_text("not shown")
     tool = prefix / "bin" / "tool"
-    tool.write_text("#!/bin/sh\necho from-venv\n")
+    tool.write_text(
+        f"#!/bin/sh\necho from-venv\necho x > {prefix}/bin/new\ncat {tmp_path}/next-to-venv.txt\n"
+    )
     tool.chmod(0o755)
-    monkeypatch.setattr(sys, "prefix", str(prefix))
     res = runner.run([str(tool)], cwd=root)
-    assert res.exit_code == 0, res.stderr
-    assert res.stdout == "from-venv\n"
-    denied = runner.run(["sh", "-c", f"echo x > {prefix}/bin/new"], cwd=root)
-    assert denied.exit_code != 0 and "Read-only" in denied.stderr
+    assert res.stdout == "from-venv\n", res.stderr
+    assert "Read-only file system" in res.stderr and "No such file" in res.stderr
     assert not (prefix / "bin" / "new").exists()

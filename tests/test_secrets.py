@@ -127,3 +127,30 @@ def test_read_for_prompt(tmp_path: Path) -> None:
     cut = read_for_prompt(tmp_path, "big.rb", max_bytes=60)
     assert cut.startswith("x = 1\n" * 10)
     assert cut.endswith("[truncated at 60 bytes]\n")
+
+
+def test_a_sandbox_run_result_is_redacted_everywhere_it_holds_text() -> None:
+    from tasks.secrets import redact_validation
+    from tasks.types import LintOffense, TestCaseResult, ValidationResult
+
+    key = "AKIAIOSFODNN7EXAMPLE"
+    case = TestCaseResult(
+        id="t",
+        name="t",
+        status="failed",
+        message=f"boom {key}",
+        trace=f"at x\n{key}",
+        stdout=f"password = hunter2-{key}",
+    )
+    lint = LintOffense(path="a.py", line=1, rule="S105", message=f"token {key}")
+    result = ValidationResult(
+        toolchain="python-pytest",
+        loaded=False,
+        load_error=f"ImportError {key}",
+        examples=[case],
+        lint=[lint],
+    )
+    clean = redact_validation(result)
+    assert key not in clean.model_dump_json() and key not in (clean.examples[0].stdout or "")
+    assert clean.examples[0].message == "boom [REDACTED]"
+    assert key in result.model_dump_json()  # the original is left as it was

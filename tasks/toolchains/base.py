@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.errors import AutopilotError
 from tasks.resources import resource_path
+from tasks.secrets import redact, redact_validation
 from tasks.types import (
     CommandResult,
     FileCoverage,
@@ -141,7 +142,7 @@ class Toolchain(ABC):
             The ValidationResult; ``loaded`` is False (with the tool's error text) when a test
             file cannot be loaded, and no example then counts as passed.
         """
-        return self.run_tests(
+        result = self.run_tests(
             repo,
             specs,
             target,
@@ -150,6 +151,9 @@ class Toolchain(ABC):
             reports_dir=reports_dir,
             coverage=coverage,
         ).validation
+        # What the tests printed or read came out of the sandbox: redacted before it can reach
+        # a prompt, a report, a log or the archive.
+        return redact_validation(result)
 
     def run_suite(
         self,
@@ -167,7 +171,7 @@ class Toolchain(ABC):
         so they cannot hide every other file's results). `contexts` also records which test
         file ran which source lines (``tested_by``), at some cost: for baselines.
         """
-        return self.run_tests(
+        suite = self.run_tests(
             repo,
             [],
             None,
@@ -176,6 +180,13 @@ class Toolchain(ABC):
             reports_dir=reports_dir,
             exclude=exclude,
             contexts=contexts,
+        )
+        return suite.model_copy(
+            update={
+                "validation": redact_validation(suite.validation),
+                "load_errors": {k: redact(v) for k, v in suite.load_errors.items()},
+                "broken": {k: redact(v) for k, v in suite.broken.items()},
+            }
         )
 
     @abstractmethod
