@@ -16,11 +16,12 @@ from __future__ import annotations
 import configparser
 import logging
 import re
-import subprocess
 import tomllib
 from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
 from typing import Any
+
+from tasks.git_safe import GitError, run_git
 
 log = logging.getLogger(__name__)
 
@@ -168,14 +169,12 @@ def version_files(repo: Path) -> list[tuple[str, str | None]]:
 
 
 def _git(repo: Path, *args: str) -> str | None:
-    """One read-only git query in the worktree (no hooks, no fsmonitor, no locks)."""
-    argv = ["git", "--no-optional-locks", "-c", "core.hooksPath=/dev/null"]
-    argv += ["-c", "core.fsmonitor=false", "-C", str(repo), *args]
+    """One read-only git query in the worktree, through the hardened helper; None on failure."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
+        done = run_git(["--no-optional-locks", *args], cwd=repo, timeout=30, check=False)
+    except GitError:
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    return done.stdout.decode("utf-8", "replace").strip() if done.returncode == 0 else None
 
 
 def scm_version(repo: Path) -> tuple[str, SimpleNamespace]:
