@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.toolchains.pyenv import isolated_python
+from tasks.toolchains.python.env import isolated_python
 
 AUTOPILOT = Path(sys.executable).with_name("autopilot")
 TARGET_OVERHEAD_S = 3.0

@@ -130,9 +130,9 @@ def serial_work_s(repo: Path, report: Any, sample: int, flaky_runs: int, sandbox
     the flakiness re-runs), one after the other, no Prefect and no model; the mean."""
     import shutil
 
-    from tasks.config import SandboxSettings
-    from tasks.sandbox import make_runner
-    from tasks.toolchains import get_toolchain
+    from tasks.core.config import SandboxSettings
+    from tasks.sandbox.runners import make_runner
+    from tasks.toolchains.registry import get_toolchain
 
     chain = get_toolchain("python-pytest")
     accepted = [f for f in report.files if f.verdict == "accepted"][:sample]

@@ -25,11 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tasks.config import load_settings  # noqa: E402
-from tasks.repair_audit import audit_patch  # noqa: E402
-from tasks.repair_scout import group_failures  # noqa: E402
-from tasks.reports import parse_reports  # noqa: E402
-from tests.test_post_merge import patch_to, regressed_repo  # noqa: E402
+from tasks.core.config import load_settings  # noqa: E402
+from tasks.facts.reports.read import parse_reports  # noqa: E402
+from tasks.repair.review import audit_patch  # noqa: E402
+from tasks.repair.scout import group_failures  # noqa: E402
+from tests.flows.test_post_merge import patch_to, regressed_repo  # noqa: E402
 
 TARGET_RATIO = 0.5
 

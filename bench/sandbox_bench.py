@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.config import SandboxSettings
-from tasks.sandbox import Runner, cache_key, make_runner
+from tasks.core.config import SandboxSettings
+from tasks.sandbox.runners import Runner, cache_key, make_runner
 
 SPEC = """
 RSpec.describe "calculator {n}" do

@@ -1,1 +1,5 @@
-"""Flows: the Prefect flows (nightly, post_merge, audit) and the `autopilot` CLI."""
+"""Flows: the Prefect flows (nightly, post_merge, audit), their deployments, and the `autopilot`
+CLI (cli.py, entry.py, commands/).
+
+May import: tasks, judge. Nothing imports flows/ (but its own modules).
+"""

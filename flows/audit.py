@@ -2,7 +2,7 @@
 
 Worktree at a ref -> map -> the suite in the sandbox with coverage -> lint and static rubric of
 every test file -> per-file results, a table and a markdown artifact in the Prefect UI. The
-steps are tasks/audit_run.py's, each run as a Prefect task here.
+steps are tasks/audit/run.py's, each run as a Prefect task here.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from tasks.audit import AuditReport, markdown_summary, table_rows
-from tasks.audit_run import audit_repo
-from tasks.audit_run import check_specs as check_specs_plain
-from tasks.audit_run import lint_specs as lint_specs_plain
-from tasks.baseline import run_baseline
-from tasks.discovery import map_repo
-from tasks.toolchains import CommandRunner, SuiteResult, Toolchain
-from tasks.types import LintOffense, Mapping, StaticVerdict
+from tasks.audit.baseline import run_baseline
+from tasks.audit.report import AuditReport, markdown_summary, table_rows
+from tasks.audit.run import audit_repo
+from tasks.audit.run import check_specs as check_specs_plain
+from tasks.audit.run import lint_specs as lint_specs_plain
+from tasks.core.types import LintOffense, Mapping, StaticVerdict
+from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
+from tasks.toolchains.mapping import map_repo
 
 
 def artifact_key(prefix: str, name: str) -> str:
@@ -40,7 +40,7 @@ def map_sources(project: Path, toolchain: str | None) -> Mapping:
 def run_suite(
     project: Path, chain: Toolchain, runner: CommandRunner, spec_timeout_s: float
 ) -> SuiteResult:
-    """The suite with coverage and evidence, robust to bad test files (tasks/baseline.py)."""
+    """The suite with coverage and evidence, robust to bad test files (tasks/audit/baseline.py)."""
     return run_baseline(project, chain, runner, spec_timeout_s=spec_timeout_s)
 
 

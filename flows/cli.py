@@ -261,7 +261,7 @@ def _verbose(ctx: typer.Context) -> int:
 
 def main() -> None:
     """Console-script entry: turns project errors into one line and their exit code."""
-    from tasks.errors import AutopilotError
+    from tasks.core.errors import AutopilotError
 
     try:
         app()

@@ -51,7 +51,7 @@ def main() -> None:
 
         cli_main()
         return
-    from tasks.errors import AutopilotError
+    from tasks.core.errors import AutopilotError
 
     try:
         code = _run_parse(*fast)

@@ -8,7 +8,7 @@ flakiness, judge, gates -> accepted files committed on a new branch ``autopilot/
 artifacts, and an ``autopilot.gate.failed`` event per rejection.
 
 Caching: the per-file task keeps Prefect's own cache off and uses the content-keyed outcome store
-of :mod:`tasks.generation_cache` (``$AUTOPILOT_HOME/cache/nightly``): an unchanged file (same
+of :mod:`tasks.generate.cache` (``$AUTOPILOT_HOME/cache/nightly``): an unchanged file (same
 source, specs, factories, helpers, skill, prompts, rubric, models and gates) is not generated
 again, so a re-run on an unchanged repository makes no model call, and a killed run started again
 re-uses every file that finished.
@@ -36,24 +36,25 @@ from prefect.futures import as_completed
 
 from flows.audit import artifact_key, check_specs, map_sources, run_name
 from flows.runtime import with_shared_model_limit
-from tasks.archive import open_archive
-from tasks.audit import suite_report
-from tasks.baseline import run_baseline
-from tasks.charts import archive_quality_chart
-from tasks.config import Settings, load_settings
-from tasks.errors import ArchiveError, AutopilotError
-from tasks.generation import DEFAULT_MAX_ITERATIONS
-from tasks.generation_cache import default_store_dir
-from tasks.generation_job import NO_MODEL, FileJob, failed, run_file_job, skipped
-from tasks.generation_report import (
+from tasks.audit.baseline import run_baseline
+from tasks.audit.report import suite_report
+from tasks.core.config import Settings, load_settings
+from tasks.core.errors import ArchiveError, AutopilotError
+from tasks.generate.cache import default_store_dir
+from tasks.generate.charts import archive_quality_chart
+from tasks.generate.job import NO_MODEL, FileJob, failed, run_file_job, skipped
+from tasks.generate.loop import DEFAULT_MAX_ITERATIONS
+from tasks.generate.report import (
     NightlyReport,
     archive_outcome,
     markdown_summary,
     merge_accepted,
     table_rows,
 )
-from tasks.generation_types import FileOutcome
-from tasks.git import (
+from tasks.generate.targets import Target, choose_targets
+from tasks.generate.types import FileOutcome
+from tasks.keep.archive import open_archive
+from tasks.keep.git import (
     commit_files_to_new_branch,
     push_branch,
     resolve_commit,
@@ -61,10 +62,10 @@ from tasks.git import (
     unique_branch_name,
     worktree,
 )
-from tasks.model import ModelClient
-from tasks.sandbox import make_runner
-from tasks.targets import Target, choose_targets
-from tasks.toolchains import CommandRunner, SuiteResult, Toolchain, toolchain_for
+from tasks.model.client import ModelClient
+from tasks.sandbox.runners import make_runner
+from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
+from tasks.toolchains.registry import toolchain_for
 
 log = logging.getLogger(__name__)
 

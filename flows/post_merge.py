@@ -1,14 +1,14 @@
 """The post-merge flow: failing tests -> grouped -> diagnosed, patched, audited -> a fix branch.
 
 reports (or a sandboxed suite run) -> scout (parse, group by signature) -> one ``repair-group``
-task per group, in parallel (diagnose -> surgeon -> audit -> route; see tasks/repair_loop.py) ->
+task per group, in parallel (diagnose -> surgeon -> audit -> route; see tasks/repair/loop.py) ->
 hand-offs: the flow run pauses for a typed :class:`HumanDecision` per group that needs a person
 (approve, reject, or edit with a patch) -> accepted patches applied in order and committed on ONE
 new branch ``autopilot/fix-<short-sha>``, one commit per group, built without touching the
 user's HEAD, index or working tree -> summary, metrics and the whole state archived.
 
-The loop is tasks/repair_loop.py, the hand-off tasks/repair_human.py, the branch
-tasks/repair_branch.py. The typed state of every group is archived after every step
+The loop is tasks/repair/loop.py, the hand-off tasks/repair/human.py, the branch
+tasks/repair/branch.py. The typed state of every group is archived after every step
 (``groups/<id>/<n>-<step>.json``), the run's state after the scout, after the repairs and at
 the end (``state-*.json``).
 """
@@ -30,25 +30,19 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.audit import artifact_key, run_name
 from flows.runtime import with_shared_model_limit
-from tasks.archive import Archive, RunArchive, open_archive
-from tasks.baseline import run_baseline
-from tasks.config import Settings, load_settings
-from tasks.discovery import list_specs, map_repo
-from tasks.errors import ArchiveError, AutopilotError, BadInputError
-from tasks.git import resolve_commit, subdir_in_repo, worktree
-from tasks.model import ModelClient
-from tasks.repair import (
-    GroupState,
-    RepairState,
-    group_summary,
-    metrics,
-    summary,
-)
-from tasks.repair_branch import commit_fixes
-from tasks.repair_human import HumanDecision, hand_off
-from tasks.repair_loop import RepairEnv, now, run_group
-from tasks.repair_resume import load_state, reopen
-from tasks.repair_scout import (
+from tasks.audit.baseline import run_baseline
+from tasks.core.config import Settings, load_settings
+from tasks.core.errors import ArchiveError, AutopilotError, BadInputError
+from tasks.core.types import SuiteProblem, TestCaseResult, ToolchainName
+from tasks.facts.reports.read import parse_reports
+from tasks.keep.archive import Archive, RunArchive, open_archive
+from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
+from tasks.model.client import ModelClient
+from tasks.repair.branch import commit_fixes
+from tasks.repair.human import HumanDecision, hand_off
+from tasks.repair.loop import RepairEnv, now, run_group
+from tasks.repair.resume import load_state, reopen
+from tasks.repair.scout import (
     NOT_A_REPORT,
     environment_group,
     fill_test_files,
@@ -56,10 +50,16 @@ from tasks.repair_scout import (
     load_failure_cases,
     scout_log,
 )
-from tasks.reports import parse_reports
-from tasks.sandbox import make_runner
-from tasks.toolchains import toolchain_for
-from tasks.types import SuiteProblem, TestCaseResult, ToolchainName
+from tasks.repair.state import (
+    GroupState,
+    RepairState,
+    group_summary,
+    metrics,
+    summary,
+)
+from tasks.sandbox.runners import make_runner
+from tasks.toolchains.mapping import list_specs, map_repo
+from tasks.toolchains.registry import toolchain_for
 
 __all__ = ["HumanDecision", "post_merge"]
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tasks.config import Settings
+    from tasks.core.config import Settings
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from judge.rubric import RUBRIC_LEVELS
 from judge.static import RULES
-from tasks.errors import BadInputError
-from tasks.resources import resource_path
+from tasks.core.errors import BadInputError
+from tasks.core.resources import resource_path
 
 
 def default_cases_dir() -> Path:

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field
 
 from judge.rubric import Rubric, load_rubric
-from tasks.errors import AutopilotError
-from tasks.types import StaticVerdict, ValidationResult
+from tasks.core.errors import AutopilotError
+from tasks.core.types import StaticVerdict, ValidationResult
 
 if TYPE_CHECKING:
-    from tasks.model import CallRecord, ModelClient
+    from tasks.model.client import CallRecord, ModelClient
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +89,8 @@ def judge_with_model(
             f"{spec_path}: not judged: it did not pass execution "
             f"({proof.load_error or proof.reason or 'failing examples'})"
         )
-    from tasks.prompts import render
-    from tasks.replies import JudgeVerdict, schema_text
+    from tasks.model.prompts import render
+    from tasks.model.schemas import JudgeVerdict, schema_text
 
     rubric = rubric or load_rubric()
     rendered = render(

@@ -12,8 +12,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from tasks.errors import BadInputError
-from tasks.resources import resource_path
+from tasks.core.errors import BadInputError
+from tasks.core.resources import resource_path
 
 #: The scores the rubric must define, exactly (MISSION.md "The judge rubric").
 RUBRIC_LEVELS: frozenset[float] = frozenset({1.0, 0.8, 0.6, 0.4, 0.2, 0.0})

@@ -18,17 +18,17 @@ from pydantic import BaseModel, Field
 from judge.calibration import CalibrationCase, load_cases
 from judge.llm import LLMVerdict, combined_score, judge_with_model
 from judge.static import check_spec
-from tasks.config import Settings
-from tasks.discovery import detect_toolchain, map_repo
-from tasks.errors import BadInputError
-from tasks.git import resolve_commit, subdir_in_repo, worktree
-from tasks.sandbox import make_runner
-from tasks.secrets import is_secret_path, read_for_prompt
-from tasks.toolchains import get_toolchain
-from tasks.types import StaticVerdict, ToolchainName, ValidationResult
+from tasks.core.config import Settings
+from tasks.core.errors import BadInputError
+from tasks.core.secrets import is_secret_path, read_for_prompt
+from tasks.core.types import StaticVerdict, ToolchainName, ValidationResult
+from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
+from tasks.sandbox.runners import make_runner
+from tasks.toolchains.mapping import detect_toolchain, map_repo
+from tasks.toolchains.registry import get_toolchain
 
 if TYPE_CHECKING:
-    from tasks.model import ModelClient
+    from tasks.model.client import ModelClient
 
 log = logging.getLogger(__name__)
 LANGUAGE: dict[ToolchainName, Literal["ruby", "python"]] = {

@@ -1,7 +1,7 @@
 """The static rubric: deterministic checks of a test file against judge/rubric.md.
 
-Ruby specs are parsed with tree-sitter (judge/static_ruby.py), Python tests with `ast`
-(judge/static_python.py); no rule looks at raw text.
+Ruby specs are parsed with tree-sitter (tasks/toolchains/ruby/rubric.py), Python tests with `ast`
+(tasks/toolchains/python/rubric.py); no rule looks at raw text.
 
 Scoring (deterministic, documented so a score can be explained):
     score = max(0, 1 - sum(weight of each finding) / number of examples)
@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from judge import static_python, static_ruby
-from tasks.errors import BadInputError
-from tasks.types import Finding, StaticVerdict
+from tasks.core.errors import BadInputError
+from tasks.core.types import Finding, StaticVerdict
+from tasks.toolchains.python import rubric as static_python
+from tasks.toolchains.ruby import rubric as static_ruby
 
 logger = logging.getLogger(__name__)
 

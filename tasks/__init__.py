@@ -1,4 +1,13 @@
-"""Tasks: Prefect tasks and the plain functions behind them.
+"""Tasks: the plain functions behind the flows, one subpackage per part.
+
+core (errors, types, settings, secrets), facts (reports, stack traces, coverage), sandbox, keep
+(archive, git), model (client, prompts, replies), toolchains (the interface and one folder per
+stack), audit (the codebase audit and its baseline suite run), generate (the nightly's per-file
+loop), repair (the post-merge roles), evaluate (``autopilot eval``). Each package's docstring says
+what it may import (tests/test_import_rules.py holds them to it; docs/architecture.md draws the
+arrows); nothing here imports flows/. ``deploy_steps`` holds infra/prefect.yaml's pull steps.
 
 Nothing here reads settings or opens files at import time.
+
+May import: nothing outside tasks/ but judge (the static rubric and the LLM judge).
 """

@@ -19,7 +19,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from tasks.errors import ConfigError
+from tasks.core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from tasks.types import CommandResult
+from tasks.core.types import CommandResult
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 #: Never copied: machine-generated state of earlier runs.

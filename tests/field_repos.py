@@ -1,7 +1,7 @@
 """Test helper: small repositories that reproduce what real projects do (field cases), and
 project virtualenvs built offline from Autopilot's own installed distributions.
 
-A project venv is :func:`tasks.toolchains.pyenv.linked_environment` (a real virtualenv whose
+A project venv is :func:`tasks.toolchains.python.env.linked_environment` (a real virtualenv whose
 site-packages links pytest, coverage, pytest-cov, pytest-benchmark... from this installation);
 an editable install of the user's checkout is written the way installers write one.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.toolchains.pyenv import linked_environment
+from tasks.toolchains.python.env import linked_environment
 from tests.examples_repo import git
 
 #: What a typical project's dev environment has.

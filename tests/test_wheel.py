@@ -95,11 +95,11 @@ def clean_env(**extra: str) -> dict[str, str]:
 def test_resources_come_from_the_installed_package(installed: Path, tmp_path: Path) -> None:
     code = (
         "import json, tasks, judge\n"
-        "from tasks.prompts import default_prompts_dir, validate_all\n"
-        "from tasks.skills import default_skills_dir, load_skills\n"
+        "from tasks.model.prompts import default_prompts_dir, validate_all\n"
+        "from tasks.generate.skills import default_skills_dir, load_skills\n"
         "from judge.rubric import load_rubric, default_rubric_path\n"
         "from judge.calibration import load_cases\n"
-        "from tasks.resources import resource_path\n"
+        "from tasks.core.resources import resource_path\n"
         "validate_all()\n"
         "print(json.dumps({'tasks': tasks.__file__, 'prompts': str(default_prompts_dir()),\n"
         " 'skills': str(default_skills_dir()), 'n_skills': len(load_skills()),\n"

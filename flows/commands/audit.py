@@ -13,11 +13,11 @@ import os
 import sys
 from pathlib import Path
 
-from tasks.audit import AuditReport, table_rows
-from tasks.config import load_settings
-from tasks.discovery import detect_toolchain
-from tasks.errors import AutopilotError
-from tasks.git import resolve_commit, subdir_in_repo
+from tasks.audit.report import AuditReport, table_rows
+from tasks.core.config import load_settings
+from tasks.core.errors import AutopilotError
+from tasks.keep.git import resolve_commit, subdir_in_repo
+from tasks.toolchains.mapping import detect_toolchain
 
 
 def _print_table(report: AuditReport) -> None:
@@ -58,7 +58,7 @@ def _print_table(report: AuditReport) -> None:
 
 def check_inputs(repo: Path, ref: str) -> None:
     """Raise BadInputError/ConfigError for what would make the flow fail at once."""
-    from tasks.errors import BadInputError
+    from tasks.core.errors import BadInputError
 
     if not repo.is_dir():
         raise BadInputError(f"{repo}: not a directory")
@@ -99,7 +99,7 @@ def run(repo: Path, ref: str, json_out: bool, verbose: bool | int = False) -> in
             )
             return 2
     else:
-        from tasks.audit_run import audit_repo
+        from tasks.audit.run import audit_repo
 
         report = audit_repo(repo, ref)
     if json_out:

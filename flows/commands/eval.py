@@ -19,16 +19,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tasks.errors import AutopilotError, BadInputError, ConfigError
+from tasks.core.errors import AutopilotError, BadInputError, ConfigError
 
 BRANCH = "autopilot-eval/regressions"
 
 
 def _check(repo: Path, regressions: int, only: list[str] | None) -> None:
-    from tasks.config import load_settings
-    from tasks.discovery import detect_toolchain
-    from tasks.git import resolve_commit, subdir_in_repo
-    from tasks.targets import check_globs
+    from tasks.core.config import load_settings
+    from tasks.generate.targets import check_globs
+    from tasks.keep.git import resolve_commit, subdir_in_repo
+    from tasks.toolchains.mapping import detect_toolchain
 
     if not repo.is_dir():
         raise BadInputError(f"{repo}: not a directory")
@@ -57,12 +57,12 @@ def _static_before(archive_uri: str | None) -> dict[str, float | None]:
 def _inject(project: Path, root: Path, sub: str, regressions: int, seed: int) -> dict[str, Any]:
     """Run the baseline suite on the clone, choose and commit the mutations; return the
     commit, the branch and the mutations (empty when nothing covered could be mutated)."""
-    from tasks.config import load_settings
-    from tasks.discovery import detect_toolchain
-    from tasks.evaluation_mutations import choose
-    from tasks.git import commit_files_to_new_branch, resolve_commit
-    from tasks.sandbox import make_runner
-    from tasks.toolchains import get_toolchain
+    from tasks.core.config import load_settings
+    from tasks.evaluate.mutations import choose
+    from tasks.keep.git import commit_files_to_new_branch, resolve_commit
+    from tasks.sandbox.runners import make_runner
+    from tasks.toolchains.mapping import detect_toolchain
+    from tasks.toolchains.registry import get_toolchain
 
     settings = load_settings(project)
     toolchain = detect_toolchain(project, settings.toolchain)
@@ -94,7 +94,7 @@ def _print(table: Any, doc: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from tasks.evaluation import rows
+    from tasks.evaluate.table import rows
 
     out = Table(title=f"Autopilot evaluation of {doc['repo']}")
     out.add_column("metric")
@@ -144,9 +144,9 @@ def run(
     from flows.nightly import nightly
     from flows.post_merge import post_merge
     from flows.runtime import flow_runtime
-    from tasks.config import load_settings
-    from tasks.evaluation import clone, quality_table
-    from tasks.git import subdir_in_repo
+    from tasks.core.config import load_settings
+    from tasks.evaluate.table import clone, quality_table
+    from tasks.keep.git import subdir_in_repo
 
     settings = load_settings(repo)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")

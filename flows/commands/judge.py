@@ -12,19 +12,19 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.config import Settings, load_settings
-from tasks.errors import AutopilotError, BadInputError
+from tasks.core.config import Settings, load_settings
+from tasks.core.errors import AutopilotError, BadInputError
 
 if TYPE_CHECKING:
     from judge.service import CalibrationReport, JudgeReport
-    from tasks.model import ModelClient
+    from tasks.model.client import ModelClient
 
 
 def _client(settings: Settings) -> ModelClient | None:
     if not settings.model_configured:
         return None
-    from tasks.model import ModelClient
-    from tasks.prompts import validate_all
+    from tasks.model.client import ModelClient
+    from tasks.model.prompts import validate_all
 
     validate_all()  # a broken prompt fails here, before any run
     return ModelClient.from_settings(settings)

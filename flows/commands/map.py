@@ -11,10 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-from tasks.config import load_settings
-from tasks.discovery import map_repo
-from tasks.errors import BadInputError
-from tasks.types import Mapping
+from tasks.core.config import load_settings
+from tasks.core.errors import BadInputError
+from tasks.core.types import Mapping
+from tasks.toolchains.mapping import map_repo
 
 
 def _print_table(mapping: Mapping) -> None:

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tasks.errors import AutopilotError, BadInputError
-from tasks.generation_report import NightlyReport
+from tasks.core.errors import AutopilotError, BadInputError
+from tasks.generate.report import NightlyReport
 
 
 def _print_table(report: NightlyReport) -> None:
@@ -21,7 +21,7 @@ def _print_table(report: NightlyReport) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from tasks.generation_report import table_rows
+    from tasks.generate.report import table_rows
 
     console = Console()
     table = Table(title=f"Nightly of {report.repo} at {report.base_commit[:12]}")
@@ -56,10 +56,10 @@ def check_inputs(
 ) -> None:
     """Raise BadInputError/ConfigError for what would make the flow fail at once."""
     from flows.nightly import settings_for
-    from tasks.archive import open_archive
-    from tasks.discovery import detect_toolchain
-    from tasks.git import resolve_commit, subdir_in_repo
-    from tasks.targets import check_globs
+    from tasks.generate.targets import check_globs
+    from tasks.keep.archive import open_archive
+    from tasks.keep.git import resolve_commit, subdir_in_repo
+    from tasks.toolchains.mapping import detect_toolchain
 
     if not repo.is_dir():
         raise BadInputError(f"{repo}: not a directory")

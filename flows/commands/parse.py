@@ -18,15 +18,15 @@ import tempfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from tasks.errors import ReportError
-from tasks.reports_cases import Record, Row
-from tasks.reports_ids import CaseIds
-from tasks.reports_json import cases_json
-from tasks.reports_stream import case_batches
-from tasks.stacktrace import PathNormaliser
+from tasks.core.errors import ReportError
+from tasks.facts.reports.cases import Record, Row
+from tasks.facts.reports.ids import CaseIds
+from tasks.facts.reports.json_out import cases_json
+from tasks.facts.reports.stream import case_batches
+from tasks.facts.stacktrace import PathNormaliser
 
 if TYPE_CHECKING:
-    from tasks.types import TestCaseResult
+    from tasks.core.types import TestCaseResult
 
 #: Failing cases listed in the human-readable table; the summary still counts all of them.
 TABLE_LIMIT = 50
@@ -47,7 +47,7 @@ class _Tally:
         self.counts, self.duration, self.duplicates = dict(snap[0]), snap[1], snap[2]
 
     def summary(self) -> dict[str, Any]:
-        """The fields of RunSummary, in its order (see tasks.types)."""
+        """The fields of RunSummary, in its order (see tasks.core.types)."""
         c = self.counts
         return {
             "tests": c["passed"] + c["failed"] + c["error"] + c["skipped"],
@@ -139,7 +139,7 @@ def _print_table(summary: dict[str, Any], records: list[dict[str, Any]], parsed:
     from rich.console import Console
     from rich.table import Table
 
-    from tasks.types import TestCaseResult
+    from tasks.core.types import TestCaseResult
 
     failing: list[TestCaseResult] = [TestCaseResult.model_validate(r) for r in records]
     # CI logs are not terminals: rich would wrap ids at 80 columns there.

@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tasks.config import load_settings
-from tasks.discovery import detect_toolchain
-from tasks.errors import AutopilotError, BadInputError, ConfigError, ReportError
-from tasks.git import resolve_commit, subdir_in_repo
-from tasks.repair_scout import NOT_A_REPORT
-from tasks.reports import iter_records
+from tasks.core.config import load_settings
+from tasks.core.errors import AutopilotError, BadInputError, ConfigError, ReportError
+from tasks.facts.reports.read import iter_records
+from tasks.keep.git import resolve_commit, subdir_in_repo
+from tasks.repair.scout import NOT_A_REPORT
+from tasks.toolchains.mapping import detect_toolchain
 
 
 def check_inputs(

@@ -11,7 +11,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from tasks.errors import AutopilotError, BadInputError
+from tasks.core.errors import AutopilotError, BadInputError
 
 
 def check_inputs(cron: str, timezone: str, repo: str | None, limit: int | None) -> None:

@@ -1,63 +1,10 @@
-"""Toolchains: how one stack runs its tests with coverage and lints them.
+"""Toolchains: one folder per stack behind one interface (``base.Toolchain``), found through the
+registry (``registry``); the mapping engine (``mapping``) and the run helpers the stacks share.
 
-``get_toolchain("ruby-rspec")`` or ``get_toolchain("python-pytest")``; commands always go through
-a :class:`~tasks.toolchains.base.CommandRunner` (the sandbox).
+A stack knows its files (sources, kinds, tests, support files, where a new test goes), how to run
+its tests with coverage in a sandbox (a CommandRunner it is given, never a process of its own),
+lint with autocorrect, the static rubric's parser, the prompt context, the syntax check of a
+patched file. Everything else asks the toolchain and never branches on the language.
+
+May import: tasks.core, tasks.facts, tasks.keep (the hardened git, to list files).
 """
-
-from __future__ import annotations
-
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-from tasks.errors import ConfigError
-from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain, ToolchainError
-from tasks.types import ToolchainName
-
-if TYPE_CHECKING:
-    from tasks.config import Settings
-
-__all__ = [
-    "CommandRunner",
-    "SuiteResult",
-    "Toolchain",
-    "ToolchainError",
-    "get_toolchain",
-    "toolchain_for",
-]
-
-
-def get_toolchain(
-    name: ToolchainName | str,
-    python: str | None = None,
-    *,
-    prepare: Sequence[str] = (),
-    home: Path | None = None,
-) -> Toolchain:
-    """The toolchain called `name`.
-
-    Args:
-        name: ``ruby-rspec`` or ``python-pytest``.
-        python: the interpreter python-pytest runs the tests with (the ``python`` setting);
-            None for Autopilot's own, isolated. Ignored by ruby-rspec.
-        prepare: commands to run once in a worktree before its tests (``prepare`` setting).
-        home: ``AUTOPILOT_HOME`` (where python-pytest keeps its isolated environment).
-
-    Raises:
-        ConfigError: no toolchain has that name.
-    """
-    # Imported here so importing the package stays cheap for callers needing one toolchain.
-    if name == "ruby-rspec":
-        from tasks.toolchains.ruby import RubyRspecToolchain
-
-        return RubyRspecToolchain(prepare=tuple(prepare))
-    if name == "python-pytest":
-        from tasks.toolchains.python import PythonPytestToolchain
-
-        return PythonPytestToolchain(python, prepare=tuple(prepare), home=home)
-    raise ConfigError(f"unknown toolchain {name!r} (expected ruby-rspec or python-pytest)")
-
-
-def toolchain_for(settings: Settings, name: ToolchainName | str) -> Toolchain:
-    """The toolchain `name` as the settings configure it (interpreter, prepare, home)."""
-    return get_toolchain(name, settings.python, prepare=settings.prepare, home=settings.home)

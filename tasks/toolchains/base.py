@@ -1,8 +1,8 @@
 """What every toolchain offers, and the command runner it runs its tools through.
 
 A toolchain never starts a process itself: it builds argv lists and hands them to a
-:class:`CommandRunner` (the sandbox from ``tasks.sandbox.make_runner`` in production), so the
-same code runs inside bwrap, Docker or a plain subprocess.
+:class:`CommandRunner` (the sandbox from ``tasks.sandbox.runners.make_runner`` in production), so
+the same code runs inside bwrap, Docker or a plain subprocess.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks.errors import AutopilotError
-from tasks.resources import resource_path
-from tasks.secrets import redact, redact_validation
-from tasks.types import (
+from tasks.core.errors import AutopilotError
+from tasks.core.resources import resource_path
+from tasks.core.secrets import redact, redact_validation
+from tasks.core.types import (
     CommandResult,
     FileCoverage,
     LintOffense,

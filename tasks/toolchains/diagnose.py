@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
-from tasks.secrets import redact
-from tasks.stacktrace import locations_from_trace
+from tasks.core.secrets import redact
+from tasks.core.types import SuiteProblem
+from tasks.facts.stacktrace import locations_from_trace
 from tasks.toolchains.base import shorten_middle
-from tasks.types import SuiteProblem
 
 Cause = Literal["project", "environment"]
 #: How much of the tool's output a problem keeps (its head and its tail).

@@ -1,8 +1,8 @@
 """The scripted model server of the compose stack tests, run in a container of the stack.
 
 Answers the post-merge repair of the Rails example's stock regression (the scripts of
-tests/test_post_merge_rails.py) and the nightly's test for the customer model (those of
-tests/test_nightly_rails.py), on 0.0.0.0:8000 (reachable on the stack's network only), until
+tests/flows/test_post_merge_rails.py) and the nightly's test for the customer model (those of
+tests/flows/test_nightly_rails.py), on 0.0.0.0:8000 (reachable on the stack's network only), until
 stopped. The rule that answered each request is printed (`docker logs`), None when none did.
 
 Usage (in the worker image, with this repository's tests/ on PYTHONPATH):
@@ -17,9 +17,9 @@ import signal
 import threading
 
 from tests.fakes.mistral_server import MistralServer, Rule
-from tests.test_nightly_rails import FACTORY, GOOD_SPEC, ORDERS_FACTORY, SOURCE, SPEC, reply
-from tests.test_post_merge import is_surgeon
-from tests.test_post_merge_rails import PRODUCT, PRODUCT_FIX, diagnosis
+from tests.flows.test_nightly_rails import FACTORY, GOOD_SPEC, ORDERS_FACTORY, SOURCE, SPEC, reply
+from tests.flows.test_post_merge import is_surgeon
+from tests.flows.test_post_merge_rails import PRODUCT, PRODUCT_FIX, diagnosis
 
 #: The line the post-merge tests break in the example (and the model's diagnosis undoes).
 REGRESSION = ("stock - quantity)", "stock - quantity - 1)")

@@ -1,0 +1,267 @@
+"""Settings: `AUTOPILOT_*` environment variables over an optional repo `autopilot.toml`.
+
+Nothing is read at import time; call :func:`load_settings`.
+Nested groups use `__` in environment names, e.g. `AUTOPILOT_GATES__MIN_COVERAGE=0.8`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from tasks.core.errors import ConfigError
+from tasks.sandbox.view import forbidden_reason
+
+CONFIG_FILE = "autopilot.toml"
+M = TypeVar("M", bound=BaseModel)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Variables the sandbox sets itself: a host value would point outside the view.
+_OWN_ENV = {"HOME", "TMPDIR", "PATH"}
+
+
+def declared_path_problem(path: str, autopilot_home: str | None = None) -> str | None:
+    """Why a `[sandbox] read_only` path cannot be declared, or None (see
+    :func:`tasks.sandbox.view.forbidden_reason`; it must also exist)."""
+    reason = forbidden_reason(path, autopilot_home=autopilot_home)
+    if reason is None and not os.path.exists(path):
+        reason = f"{path}: does not exist"
+    return reason
+
+
+class ModelNames(BaseModel):
+    """One model per role."""
+
+    generator: str = Field("codestral-latest", description="Writes and fixes tests")
+    diagnostician: str = Field("mistral-large-latest", description="Diagnoses failures (JSON)")
+    surgeon: str = Field("codestral-latest", description="Writes repair diffs")
+    judge: str = Field("mistral-large-latest", description="Scores tests on the rubric (JSON)")
+    scout: str | None = Field(
+        None, description="Reads logs no parser understands; default: the diagnostician's"
+    )
+
+
+class ModelSettings(BaseModel):
+    timeout_s: float = Field(120.0, gt=0, description="Per-request timeout")
+    max_retries: int = Field(5, ge=0, description="Transport retries (429, 5xx, timeouts)")
+    max_reasks: int = Field(2, ge=0, description="Re-asks when a reply breaks its format")
+    max_concurrency: int = Field(8, ge=1, description="Model calls in flight at once")
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int = Field(8192, gt=0)
+    judge_samples: int = Field(3, ge=1, description="LLM judge samples; the median counts")
+    shared_limit: str | None = Field(
+        None,
+        description="Prefect global concurrency limit every model call takes a slot of, across "
+        "processes and machines (the nightly sets 'autopilot-model-calls' on a Dask cluster)",
+    )
+
+
+class GateSettings(BaseModel):
+    min_coverage: float = Field(0.9, ge=0, le=1, description="Target file line coverage")
+    min_coverage_gain: float = Field(
+        0.2, ge=0, le=1, description="Alternative: improvement over the baseline coverage"
+    )
+    min_judge: float = Field(0.7, ge=0, le=1, description="LLM judge score threshold")
+    flaky_runs: int = Field(3, ge=0, description="Extra passing runs required")
+
+
+class SandboxSettings(BaseModel):
+    backend: Literal["auto", "bwrap", "docker", "none"] = Field(
+        "auto", description="auto = bwrap when installed, else an error unless 'none' is chosen"
+    )
+    timeout_s: float = Field(300.0, gt=0, description="Wall-clock limit per command")
+    spec_timeout_s: float = Field(
+        120.0, gt=0, description="Limit for one spec file run alone (finding a hanging spec)"
+    )
+    memory_mb: int = Field(4096, gt=0, description="Address-space limit per process")
+    max_processes: int = Field(256, gt=0, description="Process limit inside the sandbox")
+    docker_image: str = Field("test-autopilot-worker:latest")
+    read_only: list[str] = Field(
+        default_factory=list,
+        description="Host paths the project needs, shown read-only at the same place (absolute "
+        "and existing; never /, the home directory or a parent of it, ~/.ssh, ~/.aws, ~/.config "
+        "or $AUTOPILOT_HOME)",
+    )
+    pass_env: list[str] = Field(
+        default_factory=list,
+        description="Host environment variables passed into the sandbox by name (nothing else "
+        "of the host environment is)",
+    )
+
+    @field_validator("read_only")
+    @classmethod
+    def _check_read_only(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            reason = declared_path_problem(path)
+            if reason:
+                raise ValueError(reason)
+        return paths
+
+    @field_validator("pass_env")
+    @classmethod
+    def _check_pass_env(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r}: not an environment variable name")
+            if name in _OWN_ENV or name.startswith(("AUTOPILOT_", "MISTRAL_")):
+                raise ValueError(f"{name}: set by Autopilot itself, never passed from the host")
+        return names
+
+
+class RepairSettings(BaseModel):
+    max_retries: int = Field(3, ge=0)
+    min_confidence: float = Field(0.6, ge=0, le=1)
+    max_patch_lines: int = Field(60, gt=0)
+    risky_paths: list[str] = Field(default_factory=list, description="Globs that need a human")
+    human_timeout_s: float = Field(3600.0, ge=0)
+
+
+class Settings(BaseSettings):
+    """Every setting, with its environment name `AUTOPILOT_<NAME>` (groups: `__`)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AUTOPILOT_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    home: Path = Field(
+        default_factory=lambda: Path.home() / ".autopilot",
+        description="Local state: default archive, caches",
+    )
+    mistral_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("MISTRAL_API_KEY", "AUTOPILOT_MISTRAL_API_KEY"),
+        description="Mistral API key",
+    )
+    model_url: str | None = Field(
+        None, description="SDK server_url for a self-hosted Mistral-compatible server"
+    )
+    models: ModelNames = Field(default_factory=ModelNames)
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    gates: GateSettings = Field(default_factory=GateSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    repair: RepairSettings = Field(default_factory=RepairSettings)
+    toolchain: Literal["ruby-rspec", "python-pytest"] | None = Field(
+        None, description="Override toolchain detection"
+    )
+    archive: str | None = Field(None, description="Archive URI; default <home>/archive")
+    python: str | None = Field(
+        None,
+        description="Interpreter that runs a Python project's tests (it needs pytest and "
+        "coverage), e.g. the project's .venv/bin/python; relative to the repository; "
+        "default: Autopilot's own",
+    )
+    prepare: list[str] = Field(
+        default_factory=list,
+        description="Commands run once in each worktree before its tests (e.g. to generate "
+        "files the project makes at install time and ignores in git); run in the sandbox, "
+        "split like a shell would, without a shell",
+    )
+
+    @property
+    def model_configured(self) -> bool:
+        """A model is usable when a key or a self-hosted server URL is set."""
+        return self.mistral_api_key is not None or self.model_url is not None
+
+    @property
+    def archive_uri(self) -> str:
+        return self.archive or str(self.home / "archive")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Explicit arguments (the repo's autopilot.toml, CLI options) sit under the environment.
+        # No dotenv source: a target repository's .env is never read.
+        return env_settings, init_settings
+
+
+def _read_toml(repo: Path) -> dict[str, Any]:
+    path = repo / CONFIG_FILE
+    if not path.is_file():
+        return {}
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    # Secrets never come from a file in the target repository.
+    data.pop("mistral_api_key", None)
+    return data.get("autopilot", data)
+
+
+def load_settings(repo: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
+    """Settings from the environment, over `repo/autopilot.toml`, over the defaults.
+
+    Args:
+        repo: the target repository whose autopilot.toml (if any) is read.
+        overrides: values from CLI options by dotted name (`"gates.min_coverage"`); they win over
+            everything. None values mean "not given" and are ignored.
+    """
+    data = _read_toml(repo) if repo is not None else {}
+    try:
+        settings = Settings(**data)
+        for dotted, value in (overrides or {}).items():
+            if value is not None:
+                settings = _override(settings, dotted.split("."), value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"invalid setting {where}: {message}") from None
+    if settings.python is not None and repo is not None:
+        settings = settings.model_copy(update={"python": _interpreter(repo, settings.python)})
+    for path in settings.sandbox.read_only:
+        # Again against the configured home: it may come from autopilot.toml, not the env.
+        reason = declared_path_problem(path, autopilot_home=str(settings.home))
+        if reason:
+            raise ConfigError(f"invalid setting sandbox.read_only: {reason}")
+    return settings
+
+
+def _interpreter(repo: Path, python: str) -> str:
+    """The `python` setting as an absolute path (relative ones are taken from the repository:
+    the runs happen in worktrees, which have no virtualenv); it must be an executable file."""
+    # abspath, not resolve: a virtualenv's python is a symlink whose target is not the venv.
+    path = os.path.abspath(os.path.join(repo, os.path.expanduser(python)))
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise ConfigError(f"invalid setting python: {path} is not an executable file")
+    return path
+
+
+def _override(obj: M, path: list[str], value: Any) -> M:
+    """A copy of `obj` with the field at `path` set to `value`, validated."""
+    head, *rest = path
+    if head not in type(obj).model_fields:
+        raise ConfigError(f"unknown setting {head}")
+    new_value = _override(getattr(obj, head), rest, value) if rest else value
+    if isinstance(obj, BaseSettings):
+        # Re-validating a BaseSettings would read the environment again; validate the field only.
+        field = type(obj).model_fields[head]
+        new_value = TypeAdapter(field.annotation).validate_python(new_value)
+        return obj.model_copy(update={head: new_value})
+    return type(obj).model_validate({**obj.model_dump(), head: new_value})

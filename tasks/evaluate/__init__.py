@@ -1,0 +1,5 @@
+"""``autopilot eval``: the field reports' quality table from a nightly and a repair run, and the
+regressions (mutations of covered lines) injected for the repair.
+
+May import: tasks.core, tasks.facts, tasks.toolchains, tasks.keep, tasks.generate.
+"""

@@ -1,0 +1,243 @@
+"""`autopilot eval`: the quality table the field reports publish, from a nightly and a repair.
+
+Plain functions; the command (flows/commands/eval.py) runs the flows and hands their results
+here. Every figure follows from the runs' own records:
+
+- first-draft load / pass rate: of the files the model worked on, how many first drafts loaded
+  and how many passed every example. A file done in one round was judged on its final run; for
+  the others the fix prompt of round 2 carries round 1's exact failure output, whose sections
+  (:func:`tasks.model.prompts.format_failure_output`) say whether it loaded and what failed;
+- iterations to pass: mean rounds of the accepted files;
+- coverage before / after: mean line coverage of the target files (after = the accepted test's
+  coverage, else the unchanged before);
+- judge before / after per file kind: before is the static rubric score of the spec that
+  existed (0 when there was none: no test scores the lowest level); after is the LLM judge's
+  score of the accepted spec;
+- autonomous fix / human intervention rate: the repair's own metrics over its failure groups;
+- tokens and cost per file: cost is an ESTIMATE from :data:`PRICES_PER_MTOK` (public list
+  prices, USD per million tokens, input and output averaged 3:1 since the flows report totals).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from tasks.core.errors import BadInputError
+from tasks.core.types import SourceKind
+from tasks.generate.types import FileOutcome
+from tasks.keep.git_safe import one_line, run_git
+
+log = logging.getLogger(__name__)
+
+# USD per million tokens (input, output): Mistral's public list prices when this was written.
+# An estimate for comparison only; unknown models (self-hosted servers) get no cost.
+PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
+    "codestral-latest": (0.3, 0.9),
+    "mistral-large-latest": (2.0, 6.0),
+    "mistral-medium-latest": (0.4, 2.0),
+    "mistral-small-latest": (0.1, 0.3),
+    "devstral-small-latest": (0.1, 0.3),
+    "devstral-medium-latest": (0.4, 2.0),
+}
+# Markers of format_failure_output's sections (tasks/model/prompts.py).
+LOAD_ERROR_MARK = "Load error (the test file could not be loaded):"
+FAILED_MARKS = ("Failing examples (", "No example ran:", "Run stopped:", LOAD_ERROR_MARK)
+
+
+class KindScores(BaseModel):
+    """Judge scores for one file kind."""
+
+    kind: str
+    files: int
+    judge_before: float | None
+    judge_after: float | None
+
+
+class QualityTable(BaseModel):
+    """The numbers `autopilot eval` prints (rates in 0..1, None when nothing was measured)."""
+
+    files: int = Field(description="Target files the model worked on")
+    accepted: int
+    first_draft_load_rate: float | None
+    first_draft_pass_rate: float | None
+    mean_iterations_to_pass: float | None
+    coverage_before: float | None
+    coverage_after: float | None
+    judge: list[KindScores]
+    regressions: int = 0
+    failing_tests: int = 0
+    failure_groups: int = 0
+    autonomous_fix_rate: float | None = None
+    human_intervention_rate: float | None = None
+    tokens: int
+    tokens_per_file: float | None
+    cost_usd: float | None
+    cost_per_file_usd: float | None
+    price_note: str = "cost is an estimate from list prices (input:output tokens taken as 3:1)"
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def first_draft(outcome: FileOutcome) -> tuple[bool, bool] | None:
+    """(loaded, passed) of the file's first draft; None when no draft was ever run."""
+    if outcome.iterations <= 0 or outcome.validation is None:
+        return None
+    if outcome.iterations == 1:
+        v = outcome.validation
+        return v.loaded, v.passed
+    fixes = [e for e in outcome.exchanges if e.prompt_name == "fix" and e.iteration == 2]
+    if not fixes:
+        return None
+    text = "\n".join(m.get("content", "") for m in fixes[0].messages)
+    loaded = LOAD_ERROR_MARK not in text
+    return loaded, loaded and not any(mark in text for mark in FAILED_MARKS)
+
+
+def price_per_token(model: str) -> float | None:
+    """The blended USD price of one token for `model` (3 input : 1 output), if known."""
+    prices = PRICES_PER_MTOK.get(model)
+    if prices is None:
+        return None
+    return (3 * prices[0] + prices[1]) / 4 / 1_000_000
+
+
+def quality_table(
+    outcomes: Sequence[FileOutcome],
+    *,
+    static_before: Mapping[str, float | None],
+    nightly_tokens: int,
+    generator_model: str,
+    repair: Mapping[str, Any] | None = None,
+    regressions: int = 0,
+    repair_model: str | None = None,
+) -> QualityTable:
+    """The quality table of one evaluation.
+
+    Args:
+        outcomes: the nightly's per-file outcomes (skipped files are left out).
+        static_before: source -> static rubric score of its existing spec (None: no spec).
+        nightly_tokens: the nightly's total tokens (cached files cost nothing this run).
+        generator_model: the model whose price prices the nightly's tokens.
+        repair: the repair's summary (issue 6's JSON), when regressions were injected.
+        regressions: how many mutations were injected.
+        repair_model: the model whose price prices the repair's tokens.
+    """
+    worked = [o for o in outcomes if o.verdict != "skipped"]
+    drafts = [d for d in (first_draft(o) for o in worked) if d is not None]
+    accepted = [o for o in worked if o.verdict == "accepted"]
+    kinds: dict[SourceKind, list[FileOutcome]] = {}
+    for o in worked:
+        kinds.setdefault(o.kind, []).append(o)
+    judge = [
+        KindScores(
+            kind=kind.value,
+            files=len(group),
+            judge_before=_mean([static_before.get(o.source) or 0.0 for o in group]),
+            judge_after=_mean([o.judge_score for o in group if o.judge_score is not None]),
+        )
+        for kind, group in sorted(kinds.items(), key=lambda kv: kv[0].value)
+    ]
+    tokens = nightly_tokens
+    cost = _cost(nightly_tokens, generator_model)
+    table = QualityTable(
+        files=len(worked),
+        accepted=len(accepted),
+        first_draft_load_rate=_mean([1.0 if d[0] else 0.0 for d in drafts]),
+        first_draft_pass_rate=_mean([1.0 if d[1] else 0.0 for d in drafts]),
+        mean_iterations_to_pass=_mean([float(o.iterations) for o in accepted]),
+        coverage_before=_mean([o.coverage_before for o in worked if o.coverage_before is not None]),
+        coverage_after=_mean(
+            [
+                c
+                for o in worked
+                if (c := o.coverage_after if o.verdict == "accepted" else o.coverage_before)
+                is not None
+            ]
+        ),
+        judge=judge,
+        tokens=tokens,
+        tokens_per_file=None,
+        cost_usd=None,
+        cost_per_file_usd=None,
+        regressions=regressions,
+    )
+    if repair is not None:
+        metrics = repair.get("metrics") or {}
+        groups = list(repair.get("groups") or [])
+        table.failing_tests = int(repair.get("failures") or 0)
+        table.failure_groups = len(groups)
+        if groups:
+            table.autonomous_fix_rate = float(metrics.get("autonomous_fix_rate", 0.0))
+            table.human_intervention_rate = float(metrics.get("human_intervention_rate", 0.0))
+        repair_tokens = int(metrics.get("tokens") or 0)
+        table.tokens += repair_tokens
+        repair_cost = _cost(repair_tokens, repair_model or generator_model)
+        cost = None if cost is None or repair_cost is None else cost + repair_cost
+    table.cost_usd = None if cost is None else round(cost, 6)
+    if table.files:
+        table.tokens_per_file = round(table.tokens / table.files, 1)
+        if cost is not None:
+            table.cost_per_file_usd = round(cost / table.files, 6)
+    return table
+
+
+def _cost(tokens: int, model: str) -> float | None:
+    price = price_per_token(model)
+    return None if price is None else tokens * price
+
+
+def rows(table: QualityTable) -> list[tuple[str, str]]:
+    """(metric, value) rows for printing, in the order the field reports use."""
+
+    def pct(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.0%}"
+
+    def num(v: float | None, fmt: str = "{:.2f}") -> str:
+        return "n/a" if v is None else fmt.format(v)
+
+    out = [
+        ("files worked on", str(table.files)),
+        ("accepted", str(table.accepted)),
+        ("first-draft load rate", pct(table.first_draft_load_rate)),
+        ("first-draft pass rate", pct(table.first_draft_pass_rate)),
+        ("iterations to pass (mean)", num(table.mean_iterations_to_pass)),
+        ("coverage before", pct(table.coverage_before)),
+        ("coverage after", pct(table.coverage_after)),
+    ]
+    for k in table.judge:
+        out.append(
+            (f"judge {k.kind} ({k.files} files)", f"{num(k.judge_before)} -> {num(k.judge_after)}")
+        )
+    out += [
+        ("regressions injected", str(table.regressions)),
+        ("failing tests / groups", f"{table.failing_tests} / {table.failure_groups}"),
+        ("autonomous fix rate", pct(table.autonomous_fix_rate)),
+        ("human intervention rate", pct(table.human_intervention_rate)),
+        ("tokens per file", num(table.tokens_per_file, "{:.0f}")),
+        ("cost per file (USD, est.)", num(table.cost_per_file_usd, "{:.4f}")),
+    ]
+    return out
+
+
+def clone(repo: Path, dest: Path) -> Path:
+    """A local clone of `repo` in `dest` (the evaluation never touches the user's repository).
+
+    Raises:
+        BadInputError: git could not clone it.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    args = ["clone", "--quiet", "--no-local", "--", str(repo), str(dest)]
+    done = run_git(args, cwd=dest.parent, check=False, timeout=600)
+    if done.returncode != 0:
+        reason = one_line(done.stderr) if done.stderr.strip() else "git clone failed"
+        raise BadInputError(f"{repo}: cannot clone for evaluation: {reason}")
+    for key, value in (("user.name", "Autopilot Eval"), ("user.email", "eval@autopilot.invalid")):
+        run_git(["config", key, value], cwd=dest)
+    return dest

@@ -1,0 +1,152 @@
+"""One target's whole job: skill, context, cache look-up, a private copy, the loop, the store.
+
+Each target works in its own copy of the project: a draft that does not load, or a new factory,
+must never break another target's runs that happen at the same time. The copy leaves out git
+metadata and machine state (caches, coverage, logs).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tasks.core.config import Settings
+from tasks.core.errors import AutopilotError
+from tasks.core.types import ToolchainName
+from tasks.generate.cache import OutcomeStore, outcome_key
+from tasks.generate.context import build_context
+from tasks.generate.loop import DEFAULT_MAX_ITERATIONS, generate_for_file
+from tasks.generate.report import NO_MODEL
+from tasks.generate.skills import choose_skill
+from tasks.generate.targets import Target
+from tasks.generate.types import FileOutcome
+from tasks.model.client import ModelClient
+from tasks.sandbox.runners import make_runner
+from tasks.toolchains.registry import get_toolchain
+
+log = logging.getLogger(__name__)
+
+__all__ = ["NO_MODEL", "FileJob", "copy_project", "failed", "run_file_job", "skipped"]
+
+#: Left out of a target's copy anywhere in the tree (machine state, not project content).
+_SKIP_ANYWHERE = frozenset(
+    {".git", ".autopilot-tmp", "__pycache__", ".pytest_cache", ".ruff_cache", "node_modules"}
+)
+#: Left out at the project's top level only (Rails' tmp/ and log/, coverage output).
+_SKIP_TOP = frozenset({"tmp", "log", "coverage", ".coverage", "coverage.json"})
+
+
+class FileJob(BaseModel):
+    """What one per-file task needs (plain data, so any task runner can ship it)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    project: Path = Field(description="The base worktree's project directory (read only)")
+    target: Target
+    toolchain: ToolchainName
+    settings: Settings
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
+    store_dir: Path
+    baseline_failing: frozenset[str] = frozenset()
+    client_token: str = Field("", description="Names the run's shared model client")
+    max_model_calls: int | None = Field(None, description="The run's model-call budget")
+    file_time_limit_s: float | None = Field(None, description="Wall-clock budget per file")
+
+
+def copy_project(project: Path, parent: Path) -> Path:
+    """A private copy of `project` under `parent` (git metadata and machine state left out)."""
+    root = project.resolve()
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        skip = {n for n in names if n in _SKIP_ANYWHERE}
+        if Path(directory).resolve() == root:
+            skip |= {n for n in names if n in _SKIP_TOP}
+        return skip
+
+    dest = parent / "project"
+    shutil.copytree(root, dest, ignore=ignore, symlinks=True)
+    return dest
+
+
+def skipped(target: Target, reason: str) -> FileOutcome:
+    """The outcome of a target the run did not work on."""
+    return FileOutcome(
+        source=target.source,
+        kind=target.kind,
+        spec=target.spec,
+        verdict="skipped",
+        reasons=[reason],
+        coverage_before=target.coverage_before,
+    )
+
+
+def failed(target: Target, reason: str) -> FileOutcome:
+    """The outcome of a target that could not be worked on."""
+    return skipped(target, reason).model_copy(update={"verdict": "error"})
+
+
+def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOutcome:
+    """Generate (or re-use) the outcome of one target.
+
+    Args:
+        job: the target and everything about the run it needs.
+        client_for: returns the model client; only called on a cache miss.
+
+    Returns:
+        The outcome; every failure is an ``error`` outcome naming the file and the reason.
+    """
+    target = job.target
+    try:
+        skill = choose_skill(target.source, target.kind)
+        context = build_context(job.project, target, skill.language)
+        key = outcome_key(
+            target=target,
+            context=context,
+            skill=skill,
+            toolchain=job.toolchain,
+            toolchain_config=get_toolchain(job.toolchain, job.settings.python).config_digest(
+                job.project
+            ),
+            settings=job.settings,
+            max_iterations=job.max_iterations,
+        )
+    except AutopilotError as exc:
+        return failed(target, str(exc))
+    store = OutcomeStore(job.store_dir)
+    hit = store.get(key)
+    if hit is not None:
+        log.info("%s: unchanged since a finished run; outcome re-used", target.source)
+        return hit
+    try:
+        client = client_for()
+    except AutopilotError as exc:
+        return failed(target, f"{target.source}: {exc}")
+    if job.max_model_calls is not None and client.calls >= job.max_model_calls:
+        return skipped(target, f"model call budget of {job.max_model_calls} calls exhausted")
+    with tempfile.TemporaryDirectory(prefix="autopilot-gen-") as tmp:
+        try:
+            copy = copy_project(job.project, Path(tmp))
+            runner = make_runner(job.settings.sandbox, root=copy)
+        except (AutopilotError, OSError) as exc:
+            return failed(target, f"{target.source}: cannot prepare a sandbox copy: {exc}")
+        outcome = generate_for_file(
+            copy,
+            target,
+            toolchain=get_toolchain(job.toolchain, job.settings.python),
+            runner=runner,
+            client=client,
+            settings=job.settings,
+            max_iterations=job.max_iterations,
+            context=context,
+            skills=None,
+            baseline_failing=job.baseline_failing,
+            max_model_calls=job.max_model_calls,
+            time_limit_s=job.file_time_limit_s,
+        )
+    store.put(key, outcome)
+    return outcome

@@ -1,0 +1,70 @@
+"""Typed results of the per-file generate -> lint -> run -> fix loop (plain data, no I/O)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tasks.core.types import Exchange, SourceKind, ValidationResult
+from tasks.generate.gates import GateName
+
+__all__ = ["Exchange", "FileOutcome", "JudgeRecord", "Verdict"]
+
+Verdict = Literal["accepted", "rejected", "error", "skipped"]
+
+
+class JudgeRecord(BaseModel):
+    """What the LLM judge said about the accepted-so-far spec."""
+
+    spec: str
+    score: float
+    samples: list[float] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+    prompt_version: str = ""
+    rubric_version: str = ""
+
+
+class FileOutcome(BaseModel):
+    """Everything the nightly learnt about one target file."""
+
+    source: str
+    kind: SourceKind
+    spec: str
+    verdict: Verdict
+    gate: GateName | None = None
+    reasons: list[str] = Field(default_factory=list)
+    iterations: int = 0
+    coverage_before: float | None = None
+    coverage_after: float | None = None
+    judge_score: float | None = None
+    static_score: float | None = None
+    tokens: int = 0
+    model_calls: int = 0
+    skill: str | None = None
+    files: dict[str, str] = Field(
+        default_factory=dict, description="Project-relative path -> content, new or changed"
+    )
+    exchanges: list[Exchange] = Field(default_factory=list)
+    validation: ValidationResult | None = None
+    reruns: list[ValidationResult] = Field(default_factory=list)
+    judge: JudgeRecord | None = None
+    cached: bool = False
+
+    def public(self) -> dict[str, Any]:
+        """The per-file entry of ``autopilot nightly --json`` (issue 5's contract)."""
+        return {
+            "source": self.source,
+            "kind": self.kind.value,
+            "spec": self.spec,
+            "verdict": self.verdict,
+            "gate": self.gate,
+            "reasons": list(self.reasons),
+            "iterations": self.iterations,
+            "coverage_before": self.coverage_before,
+            "coverage_after": self.coverage_after,
+            "judge_score": self.judge_score,
+            "static_score": self.static_score,
+            "tokens": self.tokens,
+        }

@@ -1,0 +1,84 @@
+"""Resume a post-merge run from its archive: the latest typed state of every group.
+
+The flow archives the run's state (`state-NNN-<label>.json`) and each group's state after every
+step (`groups/<group-id>/NNN-<step>.json`), numbered by one counter. The latest run state gives
+the groups; a later group state replaces its group, so a run killed half-way resumes each group
+from the last step it finished.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TypeVar
+
+from pydantic import ValidationError
+
+from tasks.core.errors import ArchiveError
+from tasks.keep.archive import RunArchive
+from tasks.repair.loop import TOOL_FAILED
+from tasks.repair.state import GroupState, RepairState
+
+M = TypeVar("M", RepairState, GroupState)
+
+_RUN_STATE = re.compile(r"state-(\d+)-[\w-]+\.json")
+_GROUP_STATE = re.compile(r"groups/([^/]+)/(\d+)-[\w-]+\.json")
+
+# Decisions a resumed run keeps; every other group goes on from where it stopped.
+FINAL_OUTCOMES = ("risky", "failed")
+
+
+def load_state(run: RunArchive) -> RepairState:
+    """The run's latest state, each group at its latest archived step.
+
+    Raises:
+        ArchiveError: no run state was archived, or one cannot be read.
+    """
+    keys = run.keys()
+    runs = sorted((int(m[1]), k) for k in keys if (m := _RUN_STATE.fullmatch(k)))
+    if not runs:
+        raise ArchiveError(f"{run.uri}: no archived repair state to resume from")
+    state = _read(run, runs[-1][1], RepairState)
+    latest: dict[str, tuple[int, str]] = {}
+    for k in keys:
+        if (m := _GROUP_STATE.fullmatch(k)) and int(m[2]) > latest.get(m[1], (-1, ""))[0]:
+            latest[m[1]] = (int(m[2]), k)
+    for i, group in enumerate(state.groups):
+        n, key = latest.get(group.group.id, (-1, ""))
+        if n > runs[-1][0]:  # a step finished after the run state was written
+            state.groups[i] = _read(run, key, GroupState)
+    return state
+
+
+def reopen(state: RepairState, run_id: str, archive_uri: str) -> RepairState:
+    """`state` as the start of a new run that resumes it.
+
+    Fixed groups are committed again on the new run's branch; a group a tool failure stopped
+    (a model or sandbox outage) retries the step that failed, with everything before it kept;
+    a hand-off nobody answered is offered again; a person's decision (risky, failed) stands;
+    the rest go on from their last step.
+    """
+    resumed = state.model_copy(deep=True)
+    resumed.resumed_from = state.run_id
+    resumed.run_id, resumed.archive_uri, resumed.branch = run_id, archive_uri, None
+    for g in resumed.groups:
+        if g.outcome in FINAL_OUTCOMES:
+            continue
+        if g.outcome == "fixed":
+            g.commit = None
+        if g.failed_step is not None and g.human is None:
+            g.step, g.failed_step = g.failed_step, None
+            g.handoff_reasons = [r for r in g.handoff_reasons if not r.startswith(TOOL_FAILED)]
+            g.reasons.append(f"resumed from run {state.run_id} at step {g.step}")
+        g.outcome, g.finished_at = None, None
+    return resumed
+
+
+def _read(run: RunArchive, key: str, model: type[M]) -> M:
+    raw = run.get_bytes(key)
+    if raw is None:
+        raise ArchiveError(f"{run.uri}/{key}: listed but not readable")
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        why = exc.errors()[0]["msg"]
+        raise ArchiveError(f"{run.uri}/{key}: not a {model.__name__}: {why}") from None

@@ -1,0 +1,291 @@
+"""The post-merge repair state (typed, archived after every step) and its routing.
+
+Plain data and plain functions: no I/O. The roles live in :mod:`tasks.repair.scout` (scout),
+:mod:`tasks.repair.roles` (context, diagnostician, surgeon) and :mod:`tasks.repair.review`
+(auditor, with :mod:`tasks.repair.risk`); :mod:`tasks.repair.loop` applies the routing below
+until a group is done or needs a person, and ``flows/post_merge.py`` runs it per group.
+
+Routing (MISSION.md section 2):
+
+- after a diagnosis: confidence under ``min_confidence`` -> human, else -> surgeon;
+- PASSED -> done; RISKY -> human;
+- NEEDS_REVISION -> the surgeon again with the previous patch and the exact re-run output, or
+  the diagnostician (which then tries its alternative hypothesis) when the feedback says the
+  diagnosis was wrong; after ``max_retries`` revisions -> human;
+- a tool failure (model, sandbox, git) -> human.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tasks.core.config import RepairSettings
+from tasks.core.types import Exchange, TestCaseResult
+from tasks.model.schemas import Diagnosis
+
+Verdict = Literal["PASSED", "NEEDS_REVISION", "RISKY"]
+Outcome = Literal["fixed", "needs_human", "risky", "failed"]
+Step = Literal["diagnose", "surgeon", "audit", "done", "human"]
+HumanAction = Literal["approve", "reject", "edit"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FailureGroup(_Model):
+    """Failures that share one signature: one cause, repaired once."""
+
+    id: str = Field(description="Short stable id derived from the signature")
+    signature: str = Field(description="error type | message shape | innermost frame | source")
+    error_type: str
+    message_shape: str
+    frame: str = Field(description="Innermost project (non-test) frame, path:line, or ''")
+    source: str | None = Field(None, description="Source file the failing specs are mapped to")
+    tests: list[TestCaseResult]
+
+    @property
+    def spec_files(self) -> list[str]:
+        """The test files of the failing examples, in first-seen order."""
+        seen: dict[str, None] = {}
+        for case in self.tests:
+            if case.file:
+                seen.setdefault(case.file, None)
+        return list(seen)
+
+    @property
+    def primary_path(self) -> str:
+        """The file a request about this group is about: the first failing test's file."""
+        return self.spec_files[0] if self.spec_files else (self.source or self.tests[0].id)
+
+
+class CodeSnippet(_Model):
+    """Lines of a repository file shown to a model."""
+
+    path: str
+    start_line: int
+    end_line: int
+    text: str
+
+
+class GroupContext(_Model):
+    """What the diagnostician and the surgeon see about a group (bounded)."""
+
+    path: str
+    language: Literal["ruby", "python"]
+    failures: list[dict[str, str]]
+    code: list[CodeSnippet]
+    git_changes: str
+    failure_output: str
+
+
+class AuditResult(_Model):
+    """The auditor's verdict on one patch."""
+
+    verdict: Verdict
+    feedback: str = Field("", description="What the surgeon or diagnostician must know")
+    static_errors: list[str] = Field(default_factory=list)
+    risks: list[str] = Field(default_factory=list)
+    changed_files: list[str] = Field(
+        default_factory=list, description="Project-relative paths git writes for the patch"
+    )
+    changed_lines: int = 0
+    tree: str | None = Field(
+        None,
+        description="The tree git made of the base commit plus the patch (what a commit "
+        "of this patch must hold)",
+    )
+    rerun_output: str = ""
+    rerun_specs: list[str] = Field(default_factory=list)
+    diagnosis_wrong: bool = Field(
+        False, description="The patch did not move the failure at all: rethink the cause"
+    )
+    cached: bool = False
+
+
+class Attempt(_Model):
+    """One surgeon patch and its audit."""
+
+    number: int
+    diagnosis_index: int
+    patch: str
+    audit: AuditResult | None = None
+
+
+class HumanDecisionRecord(_Model):
+    """What a person answered at the hand-off (None in the state while unanswered)."""
+
+    action: HumanAction
+    patch: str | None = None
+    note: str = ""
+
+
+class GroupState(_Model):
+    """Everything known about one group; the unit that is archived and resumed."""
+
+    group: FailureGroup
+    step: Step = "diagnose"
+    failed_step: Step | None = Field(
+        None, description="The step a tool failure interrupted (a resumed run retries it)"
+    )
+    context: GroupContext | None = None
+    diagnoses: list[Diagnosis] = Field(default_factory=list)
+    attempts: list[Attempt] = Field(default_factory=list)
+    feedback: str = Field("", description="Feedback for the next diagnosis, '' at first")
+    handoff_reasons: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list, description="What happened, in words")
+    human: HumanDecisionRecord | None = None
+    outcome: Outcome | None = None
+    final_patch: str | None = None
+    commit: str | None = None
+    tokens: int = 0
+    exchanges: list[Exchange] = Field(
+        default_factory=list, description="Every diagnostician and surgeon prompt and reply"
+    )
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+
+    @property
+    def diagnosis(self) -> Diagnosis | None:
+        """The diagnosis in use (the latest)."""
+        return self.diagnoses[-1] if self.diagnoses else None
+
+    @property
+    def last_attempt(self) -> Attempt | None:
+        return self.attempts[-1] if self.attempts else None
+
+
+class RepairState(_Model):
+    """The whole run: what the post-merge flow archives after every step."""
+
+    run_id: str
+    repo: str
+    project: str = Field("", description="Project directory inside the git repository")
+    base_commit: str
+    toolchain: str
+    branch: str | None = None
+    archive_uri: str | None = None
+    resumed_from: str | None = Field(None, description="The run id this run resumed")
+    failures: int = 0
+    report_errors: list[str] = Field(default_factory=list)
+    groups: list[GroupState] = Field(default_factory=list)
+
+
+def route_after_diagnosis(state: GroupState, settings: RepairSettings) -> Step:
+    """Surgeon when the diagnosis is confident enough, else a person."""
+    diagnosis = state.diagnosis
+    if diagnosis is None:
+        return "human"
+    if diagnosis.confidence < settings.min_confidence:
+        state.handoff_reasons.append(
+            f"diagnosis confidence {diagnosis.confidence:.2f} is under "
+            f"{settings.min_confidence:.2f}"
+        )
+        return "human"
+    return "surgeon"
+
+
+def route_after_audit(state: GroupState, settings: RepairSettings) -> Step:
+    """Where a group goes after its latest patch was audited (see the module docstring).
+
+    Side effects on `state`: the hand-off reasons, and the feedback for a new diagnosis.
+    """
+    attempt = state.last_attempt
+    if attempt is None or attempt.audit is None:
+        return "surgeon"
+    audit = attempt.audit
+    if audit.verdict == "PASSED":
+        return "done"
+    if audit.verdict == "RISKY":
+        state.handoff_reasons.append("auditor: RISKY: " + "; ".join(audit.risks))
+        return "human"
+    revisions = len(state.attempts) - 1
+    if revisions >= settings.max_retries:
+        state.handoff_reasons.append(
+            f"retries exhausted: {len(state.attempts)} patches audited, none passed"
+        )
+        return "human"
+    if audit.diagnosis_wrong:
+        state.feedback = diagnosis_feedback(state)
+        return "diagnose"
+    return "surgeon"
+
+
+def diagnosis_feedback(state: GroupState) -> str:
+    """Feedback for the diagnostician: why its diagnosis was rejected, and its alternative."""
+    lines: list[str] = []
+    attempt = state.last_attempt
+    if attempt is not None and attempt.audit is not None:
+        lines.append(attempt.audit.feedback)
+        lines.append("The patch that followed your diagnosis:")
+        lines.append(attempt.patch)
+    diagnosis = state.diagnosis
+    if diagnosis is not None and diagnosis.alternatives:
+        best = max(diagnosis.alternatives, key=lambda a: a.confidence)
+        lines.append(
+            f"Your alternative hypothesis was: {best.root_cause} "
+            f"(strategy: {best.repair_strategy}). Try it unless the evidence rules it out."
+        )
+    return "\n".join(line for line in lines if line)
+
+
+class Metrics(_Model):
+    """The run's repair metrics (MISSION.md: what to track)."""
+
+    autonomous_fix_rate: float
+    human_intervention_rate: float
+    mean_time_to_fix_s: float | None
+    tokens: int
+
+
+def metrics(groups: list[GroupState]) -> Metrics:
+    """Autonomous fix rate (fixed without a person), human intervention rate, mean time to fix
+    (over fixed groups, from the start of the group to its commit) and tokens."""
+    total = len(groups)
+    autonomous = sum(1 for g in groups if g.outcome == "fixed" and g.human is None)
+    handed = sum(1 for g in groups if g.handoff_reasons)
+    times = [
+        (g.finished_at - g.started_at).total_seconds()
+        for g in groups
+        if g.outcome == "fixed" and g.started_at and g.finished_at
+    ]
+    return Metrics(
+        autonomous_fix_rate=round(autonomous / total, 4) if total else 0.0,
+        human_intervention_rate=round(handed / total, 4) if total else 0.0,
+        mean_time_to_fix_s=round(sum(times) / len(times), 3) if times else None,
+        tokens=sum(g.tokens for g in groups),
+    )
+
+
+def group_summary(state: GroupState) -> dict[str, object]:
+    """One group in the `--json` contract of issue 6."""
+    diagnosis = state.diagnosis
+    return {
+        "id": state.group.id,
+        "signature": state.group.signature,
+        "tests": [t.id for t in state.group.tests],
+        "outcome": state.outcome,
+        "attempts": len(state.attempts),
+        "diagnosis": diagnosis.model_dump(mode="json") if diagnosis else None,
+        "patch": state.final_patch or (state.last_attempt.patch if state.last_attempt else None),
+        "reasons": state.reasons + [r for r in state.handoff_reasons if r not in state.reasons],
+        "commit": state.commit,
+    }
+
+
+def summary(state: RepairState) -> dict[str, object]:
+    """The `--json` document of `autopilot repair` (issue 6's contract)."""
+    return {
+        "run_id": state.run_id,
+        "repo": state.repo,
+        "base_commit": state.base_commit,
+        "branch": state.branch,
+        "archive_uri": state.archive_uri,
+        "failures": state.failures,
+        "report_errors": state.report_errors,
+        "groups": [group_summary(g) for g in state.groups],
+        "metrics": metrics(state.groups).model_dump(mode="json"),
+    }

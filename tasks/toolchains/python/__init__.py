@@ -1,0 +1,5 @@
+"""python-pytest: pytest (JUnit XML), coverage.py, ruff, the project's own interpreter or an
+isolated one.
+
+May import: tasks.core, tasks.facts, tasks.keep, tasks.toolchains (never another stack).
+"""

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+from tasks.core.config import GateSettings
+from tasks.core.types import FileCoverage, Finding, LintOffense, StaticVerdict, TestCaseResult
+from tasks.core.types import ValidationResult as VR
+from tasks.generate.gates import Evidence, evaluate, execution_gate
+
+SETTINGS = GateSettings(min_coverage=0.9, min_coverage_gain=0.2, min_judge=0.7, flaky_runs=2)
+
+
+def _case(status: str = "passed", message: str | None = None) -> TestCaseResult:
+    return TestCaseResult(id="spec/a_spec.rb:3", name="a", status=status, message=message)  # type: ignore[arg-type]
+
+
+def _ok(covered: int = 10, executable: int = 10, uncovered: list[int] | None = None) -> VR:
+    return VR(
+        toolchain="ruby-rspec",
+        target="app/models/a.rb",
+        loaded=True,
+        examples=[_case()],
+        coverage=FileCoverage(
+            path="app/models/a.rb",
+            executable_lines=executable,
+            covered_lines=covered,
+            uncovered_lines=uncovered or [],
+        ),
+    )
+
+
+def _evidence(**kw: object) -> Evidence:
+    base: dict[str, object] = {"validation": _ok(), "reruns": [_ok(), _ok()], "judge_score": 0.8}
+    base.update(kw)
+    return Evidence.model_validate(base)
+
+
+def test_all_gates_pass() -> None:
+    d = evaluate(_evidence(), SETTINGS)
+    assert d.accepted and d.gate is None
+
+
+def test_load_failure_is_the_load_gate_with_the_error_text() -> None:
+    bad = VR(toolchain="ruby-rspec", loaded=False, load_error="SyntaxError: unexpected end")
+    d = evaluate(_evidence(validation=bad), SETTINGS)
+    assert (d.accepted, d.gate) == (False, "load")
+    assert d.reasons == ["SyntaxError: unexpected end"]
+
+
+def test_failing_example_is_the_pass_gate() -> None:
+    v = _ok()
+    v.examples.append(_case("failed", "expected 3\n got 4"))
+    d = execution_gate(v)
+    assert d.gate == "pass"
+    assert d.reasons == ["spec/a_spec.rb:3: expected 3"]
+
+
+def test_no_examples_is_not_a_pass() -> None:
+    v = _ok()
+    v.examples.clear()
+    assert execution_gate(v).gate == "pass"
+
+
+def test_sandbox_reason_fails_pass_gate() -> None:
+    v = _ok()
+    v.reason = "timeout after 30s"
+    d = execution_gate(v)
+    assert (d.gate, d.reasons) == ("pass", ["timeout after 30s"])
+
+
+def test_flaky_rerun_and_missing_reruns() -> None:
+    flaky = _ok()
+    flaky.examples = [_case("failed", "random")]
+    assert evaluate(_evidence(reruns=[_ok(), flaky]), SETTINGS).gate == "flaky"
+    d = evaluate(_evidence(reruns=[_ok()]), SETTINGS)
+    assert d.gate == "flaky" and "2 required" in d.reasons[0]
+
+
+def test_lint_offences_reject() -> None:
+    off = LintOffense(path="spec/a_spec.rb", line=4, rule="Layout/X", message="bad")
+    d = evaluate(_evidence(lint=[off]), SETTINGS)
+    assert d.gate == "lint" and d.reasons == ["spec/a_spec.rb:4: Layout/X: bad"]
+
+
+def test_coverage_threshold_and_gain() -> None:
+    low = _ok(covered=5, uncovered=[3, 4, 7, 8, 9])
+    d = evaluate(_evidence(validation=low), SETTINGS)
+    assert d.gate == "coverage"
+    assert d.reasons[1] == "uncovered lines: 3, 4, 7, 8, 9"
+    # 50% from a 20% baseline is a gain of 0.3 >= 0.2: accepted on gain.
+    assert evaluate(_evidence(validation=low, coverage_before=0.2), SETTINGS).accepted
+    assert evaluate(_evidence(validation=low, coverage_before=0.4), SETTINGS).gate == "coverage"
+
+
+def test_static_forbidden_rule_rejects_but_other_findings_do_not() -> None:
+    f = Finding(path="spec/a_spec.rb", line=2, rule="private-call", message="send(:x)")
+    v = StaticVerdict(score=0.5, findings=[f])
+    d = evaluate(_evidence(static=v, forbidden_rules=frozenset({"private-call"})), SETTINGS)
+    assert d.gate == "static"
+    assert evaluate(_evidence(static=v, forbidden_rules=frozenset()), SETTINGS).accepted
+
+
+def test_judge_threshold_and_stop_before_judge() -> None:
+    assert evaluate(_evidence(judge_score=0.6), SETTINGS).gate == "judge"
+    assert evaluate(_evidence(judge_score=None), SETTINGS).gate == "judge"
+    assert evaluate(_evidence(judge_score=None), SETTINGS, judge=False).accepted
