@@ -28,7 +28,7 @@ from pydantic_settings import (
 )
 
 from tasks.core.errors import ConfigError
-from tasks.sandbox.view import forbidden_reason
+from tasks.core.host_paths import forbidden_reason
 
 CONFIG_FILE = "autopilot.toml"
 M = TypeVar("M", bound=BaseModel)
@@ -39,7 +39,7 @@ _OWN_ENV = {"HOME", "TMPDIR", "PATH"}
 
 def declared_path_problem(path: str, autopilot_home: str | None = None) -> str | None:
     """Why a `[sandbox] read_only` path cannot be declared, or None (see
-    :func:`tasks.sandbox.view.forbidden_reason`; it must also exist)."""
+    :func:`tasks.core.host_paths.forbidden_reason`; it must also exist)."""
     reason = forbidden_reason(path, autopilot_home=autopilot_home)
     if reason is None and not os.path.exists(path):
         reason = f"{path}: does not exist"

@@ -18,9 +18,10 @@ The view is built from nothing (bwrap starts from an empty root) and holds only:
 - the worktree, writable, last.
 
 So ``/root``, ``/home``, ``/run``, ``/var/run``, ``/mnt``, ``/media``, ``/srv``, ``/opt``, the
-rest of ``/var`` and every host Unix socket are simply absent. :func:`forbidden_reason` is the one
-rule saying which directories may never be shown (the configuration validates declared paths
-with it at load, and the sandbox checks every bind with it again).
+rest of ``/var`` and every host Unix socket are simply absent.
+:func:`tasks.core.host_paths.forbidden_reason` is the one rule saying which directories may never
+be shown (the configuration validates declared paths with it at load, and the sandbox checks
+every bind with it again).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from tasks.core.host_paths import forbidden_reason, within
 
 #: The system's program and library trees.
 SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -86,8 +89,6 @@ PROC_MASKED_DIRS = ("acpi", "asound", "scsi")
 #: Parts of /proc kept read-only: a uid-0 sandbox could otherwise write the host's sysctls
 #: (bwrap 0.8 covers /proc/irq and /proc/bus itself, but skips these when run as root).
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "fs")
-#: Directories under the home that hold credentials: never shown, whatever is declared.
-SECRET_HOME_DIRS = (".ssh", ".aws", ".config")
 
 MountKind = Literal["ro", "rw", "symlink"]
 
@@ -104,80 +105,6 @@ class Mount:
         """The bwrap options for this entry."""
         option = {"ro": "--ro-bind", "rw": "--bind", "symlink": "--symlink"}[self.kind]
         return [option, self.source, self.dest]
-
-
-def _home() -> str | None:
-    try:
-        return os.path.realpath(Path.home())
-    except (RuntimeError, KeyError):
-        return None
-
-
-def _autopilot_home() -> str:
-    env = os.environ.get("AUTOPILOT_HOME")
-    return os.path.realpath(env) if env else os.path.realpath(Path.home() / ".autopilot")
-
-
-def _within(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
-
-
-def forbidden_reason(
-    path: str,
-    *,
-    home: str | None = None,
-    autopilot_home: str | None = None,
-    allow_envs: bool = False,
-) -> str | None:
-    """Why `path` may never be shown to a sandbox, or None when it may.
-
-    Never: a relative path, ``/``, ``/proc``, ``/tmp``, the home directory or one of its parents,
-    anything under ``~/.ssh``, ``~/.aws`` or ``~/.config``, and ``$AUTOPILOT_HOME`` (or a parent
-    of it) and what it holds. With `allow_envs`, Autopilot's own prepared environments
-    ``$AUTOPILOT_HOME/envs/<name>`` are allowed, one directory per environment. Both the path as
-    written and the path its links lead to are checked.
-
-    Args:
-        path: the directory or file to show.
-        home: the home directory (default: the current user's).
-        autopilot_home: Autopilot's state directory (default: $AUTOPILOT_HOME or ~/.autopilot).
-        allow_envs: whether ``$AUTOPILOT_HOME/envs/<name>`` may be shown (toolchains only).
-    """
-    if not os.path.isabs(path):
-        return f"{path}: not an absolute path"
-    home = os.path.realpath(home) if home else _home()
-    state = os.path.realpath(autopilot_home) if autopilot_home else _autopilot_home()
-    for candidate in dict.fromkeys((os.path.normpath(path), os.path.realpath(path))):
-        reason = _forbidden(candidate, home, state, allow_envs)
-        if reason:
-            return f"{path}: {reason}"
-    return None
-
-
-def _forbidden(path: str, home: str | None, state: str, allow_envs: bool) -> str | None:
-    if path == "/":
-        return "the whole file system"
-    if _within(path, "/proc"):
-        return "the host's processes"
-    if path == "/tmp":
-        return "every process's temporary files"
-    if home and home != "/":
-        if path == home:
-            return "the home directory"
-        if _within(home, path):
-            return "a parent of the home directory"
-        for secret in SECRET_HOME_DIRS:
-            if _within(path, os.path.join(home, secret)):
-                return f"under ~/{secret}, which holds credentials"
-    if _within(state, path):
-        return "holds Autopilot's own state ($AUTOPILOT_HOME)"
-    if _within(path, state):
-        envs = os.path.join(state, "envs")
-        rel = os.path.relpath(path, envs) if _within(path, envs) else ""
-        if allow_envs and rel and rel != "." and not rel.startswith(".."):
-            return None
-        return "under $AUTOPILOT_HOME, Autopilot's own state"
-    return None
 
 
 def interpreter_dirs(executable: str) -> list[str]:
@@ -215,7 +142,7 @@ def _venv_home(prefix: str) -> str | None:
 
 
 def _is_system(path: str) -> bool:
-    return path == "/" or any(_within(path, tree) for tree in SYSTEM_TREES)
+    return path == "/" or any(within(path, tree) for tree in SYSTEM_TREES)
 
 
 @dataclass
@@ -238,10 +165,10 @@ class View:
         for m in self.mounts:
             if m.kind == "symlink":
                 # /bin -> usr/bin: what lies under the link shows when its target does.
-                if _within(path, m.dest):
+                if within(path, m.dest):
                     target = os.path.normpath(os.path.join(os.path.dirname(m.dest), m.source))
                     return self.shows(target + path[len(m.dest) :])
-            elif _within(path, m.dest):
+            elif within(path, m.dest):
                 # A bind of another directory (the /etc snapshot) shows what that one holds.
                 return m.source == m.dest or os.path.lexists(m.source + path[len(m.dest) :])
         return False

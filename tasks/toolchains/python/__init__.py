@@ -2,4 +2,5 @@
 isolated one.
 
 May import: tasks.core, tasks.facts, tasks.keep, tasks.toolchains (never another stack).
+Imported only by: tasks.toolchains.registry (everything else asks the interface).
 """

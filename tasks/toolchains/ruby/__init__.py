@@ -1,4 +1,5 @@
 """ruby-rspec: RSpec (JSON report), SimpleCov, RuboCop, Rails file kinds and FactoryBot.
 
 May import: tasks.core, tasks.facts, tasks.keep, tasks.toolchains (never another stack).
+Imported only by: tasks.toolchains.registry (everything else asks the interface).
 """

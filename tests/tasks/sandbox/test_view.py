@@ -15,8 +15,9 @@ import pytest
 
 from tasks.core.config import SandboxSettings, load_settings
 from tasks.core.errors import ConfigError, SandboxError
+from tasks.core.host_paths import forbidden_reason
 from tasks.sandbox.runners import BwrapRunner, Limits, make_runner
-from tasks.sandbox.view import build_view, forbidden_reason, interpreter_dirs
+from tasks.sandbox.view import build_view, interpreter_dirs
 from tests.paths import REPO_ROOT
 
 HAVE_BWRAP = shutil.which("bwrap") is not None
