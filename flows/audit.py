@@ -52,8 +52,8 @@ def lint_specs(
 
 
 @task(name="check-specs", task_run_name="static rubric of {project.name}", cache_policy=NO_CACHE)
-def check_specs(project: Path, specs: list[str]) -> dict[str, StaticVerdict]:
-    return check_specs_plain(project, specs)
+def check_specs(project: Path, chain: Toolchain, specs: list[str]) -> dict[str, StaticVerdict]:
+    return check_specs_plain(project, chain, specs)
 
 
 class PrefectSteps:
@@ -72,8 +72,8 @@ class PrefectSteps:
     ) -> tuple[list[LintOffense], list[str]]:
         return lint_specs(project, chain, specs, runner)
 
-    def static(self, project: Path, specs: list[str]) -> dict[str, StaticVerdict]:
-        return check_specs(project, specs)
+    def static(self, project: Path, chain: Toolchain, specs: list[str]) -> dict[str, StaticVerdict]:
+        return check_specs(project, chain, specs)
 
 
 def run_name(flow_name: str) -> str:

@@ -231,7 +231,7 @@ def nightly(
             chain = toolchain_for(settings, mapping.toolchain)
             suite = baseline_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
             specs = sorted({s for f in mapping.files for s in f.specs} | set(suite.broken))
-            static = check_specs(project, specs)
+            static = check_specs(project, chain, specs)
             baseline = suite_report(
                 repo=str(path),
                 commit=commit,

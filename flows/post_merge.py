@@ -30,11 +30,9 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.audit import artifact_key, run_name
 from flows.runtime import with_shared_model_limit
-from tasks.audit.baseline import run_baseline
 from tasks.core.config import Settings, load_settings
 from tasks.core.errors import ArchiveError, AutopilotError, BadInputError
-from tasks.core.types import SuiteProblem, TestCaseResult, ToolchainName
-from tasks.facts.reports.read import parse_reports
+from tasks.core.types import SuiteProblem, TestCaseResult
 from tasks.keep.archive import Archive, RunArchive, open_archive
 from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
 from tasks.model.client import ModelClient
@@ -43,12 +41,11 @@ from tasks.repair.human import HumanDecision, hand_off
 from tasks.repair.loop import RepairEnv, now, run_group
 from tasks.repair.resume import load_state, reopen
 from tasks.repair.scout import (
-    NOT_A_REPORT,
     environment_group,
+    failures_from_suite,
     fill_test_files,
     group_failures,
-    load_failure_cases,
-    scout_log,
+    read_reports,
 )
 from tasks.repair.state import (
     GroupState,
@@ -58,7 +55,8 @@ from tasks.repair.state import (
     summary,
 )
 from tasks.sandbox.runners import make_runner
-from tasks.toolchains.mapping import list_specs, map_repo
+from tasks.toolchains.base import Toolchain
+from tasks.toolchains.mapping import map_repo
 from tasks.toolchains.registry import toolchain_for
 
 __all__ = ["HumanDecision", "post_merge"]
@@ -94,44 +92,18 @@ def scout(
     user_repo: Path,
     reports: list[str],
     project: Path,
-    toolchain: ToolchainName,
+    chain: Toolchain,
     settings: Settings,
     client: ModelClient | None,
 ) -> tuple[list[TestCaseResult], list[str], SuiteProblem | None]:
-    """Failing cases from the reports, or from a sandboxed suite run when none is given.
-
-    Plain parsing first; a file no parser understands (a raw log) goes to the scout model when
-    one is configured. A file that stays unusable is one error line; the others are kept. A
-    suite run that did not load gives file-level cases for the files that do not load (the
-    project's code broke them: repairable), or the problem that keeps the suite from starting
-    at all for reasons of tooling or environment (a person fixes it, never a patch).
-    """
+    """Failing cases from the reports (a raw log to the scout model), or from a sandboxed suite
+    run when none is given (see tasks/repair/scout.py)."""
     if reports:
-        run = parse_reports([Path(r) for r in reports], repo=user_repo)
-        cases, errors = list(run.cases), []
-        for e in run.errors:
-            if client is None or not e.error.startswith(NOT_A_REPORT):
-                errors.append(f"{e.file}: {e.error}")
-                continue
-            try:
-                cases.extend(scout_log(client, Path(e.file), user_repo))
-            except (AutopilotError, OSError) as exc:
-                errors.append(f"{e.file}: {e.error}; the scout model could not read it: {exc}")
-        if errors and len(errors) == len(reports):
-            raise BadInputError(errors[0])
+        cases, errors = read_reports([Path(r) for r in reports], user_repo, client)
         return cases, errors, None
     runner = make_runner(settings.sandbox, root=project)
-    suite = run_baseline(
-        project,
-        toolchain_for(settings, toolchain),
-        runner,
-        spec_timeout_s=settings.sandbox.spec_timeout_s,
-        contexts=False,
-    )
-    loads, problem = load_failure_cases(suite, project, toolchain, list_specs(project, toolchain))
-    if problem is not None:
-        log.warning("the test suite cannot start: %s", problem.one_line())
-    return [*suite.validation.examples, *loads], [], problem
+    cases, problem = failures_from_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
+    return cases, [], problem
 
 
 @task(name="repair-group", task_run_name="repair {state.group.id}", cache_policy=NO_CACHE)
@@ -201,18 +173,20 @@ def post_merge(
         with worktree(root, commit) as wt:
             project = wt / sub if sub else wt
             mapping = map_repo(project, settings.toolchain)
+            chain = toolchain_for(settings, mapping.toolchain)
             if earlier is not None:
                 state = reopen(earlier, run_id, run_archive.uri)
                 failing = [t for g in state.groups for t in g.group.tests]
                 saver.run(state, "resumed")
             else:
                 cases, report_errors, blocked = scout(
-                    path, list(reports or []), project, mapping.toolchain, settings, client
+                    path, list(reports or []), project, chain, settings, client
                 )
                 failing = fill_test_files(
-                    [c for c in cases if c.status in ("failed", "error")], project
+                    [c for c in cases if c.status in ("failed", "error")], project, chain
                 )
-                groups = [GroupState(group=g) for g in group_failures(failing, mapping)]
+                rules = chain.file_rules(project)
+                groups = [GroupState(group=g) for g in group_failures(failing, rules, mapping)]
                 if blocked is not None:
                     groups.append(environment_group(blocked))
                 state = RepairState(
@@ -241,7 +215,7 @@ def post_merge(
                     repo_root=root,
                     sub=sub,
                     base_commit=commit,
-                    toolchain=mapping.toolchain,
+                    chain=chain,
                     project=project,
                     all_failures=failing,
                 )

@@ -9,7 +9,6 @@ measure how far an LLM judge strays from the labels (calibration).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -18,6 +17,7 @@ from judge.rubric import RUBRIC_LEVELS
 from judge.static import RULES
 from tasks.core.errors import BadInputError
 from tasks.core.resources import resource_path
+from tasks.toolchains import registry
 
 
 def default_cases_dir() -> Path:
@@ -31,7 +31,8 @@ class CalibrationCase(BaseModel):
     Attributes:
         id: Unique id, equal to the file's stem.
         version: Bumped whenever the case's code or label changes.
-        language: "ruby" (RSpec) or "python" (pytest).
+        language: The tests' language: a registered toolchain's (ruby for RSpec, python for
+            pytest).
         label: The rubric level this spec deserves (one of RUBRIC_LEVELS).
         description: Why it deserves that level.
         notes: Anything else a reader should know (e.g. "the judge must never see this").
@@ -48,7 +49,7 @@ class CalibrationCase(BaseModel):
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     version: int = Field(ge=1)
-    language: Literal["ruby", "python"]
+    language: str
     label: float
     description: str = Field(min_length=10)
     notes: str = ""
@@ -59,6 +60,14 @@ class CalibrationCase(BaseModel):
     spec_path: str
     spec: str
     expected_rules: list[str] = Field(default_factory=list)
+
+    @field_validator("language")
+    @classmethod
+    def _language_has_a_toolchain(cls, value: str) -> str:
+        known = {c.language for c in registry.toolchain_classes()}
+        if value not in known:
+            raise ValueError(f"no toolchain writes {value!r} tests (known: {sorted(known)})")
+        return value
 
     @field_validator("label")
     @classmethod

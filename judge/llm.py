@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import statistics
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from judge.rubric import Rubric, load_rubric
 from tasks.core.errors import AutopilotError
-from tasks.core.types import StaticVerdict, ValidationResult
+from tasks.core.types import PromptMeta, StaticVerdict, ValidationResult
 
 if TYPE_CHECKING:
     from tasks.model.client import CallRecord, ModelClient
@@ -38,6 +38,12 @@ class LLMVerdict(BaseModel):
     tokens: int = 0
     prompt_version: str = ""
     rubric_version: str = ""
+    prompt: PromptMeta | None = Field(None, exclude=True, description="The prompt sent")
+    messages: list[dict[str, str]] = Field(
+        default_factory=list,
+        exclude=True,
+        description="The messages exactly as sent (redacted, naming the spec): for the archive",
+    )
 
 
 def combined_score(static: StaticVerdict | None, llm: LLMVerdict | None, passed: bool) -> float:
@@ -61,7 +67,7 @@ def judge_with_model(
     spec_text: str,
     source_path: str,
     source_text: str,
-    language: Literal["ruby", "python"],
+    language: str,
     samples: int = 3,
     rubric: Rubric | None = None,
     records: list[CallRecord] | None = None,
@@ -75,7 +81,7 @@ def judge_with_model(
         spec_text: the spec's text (already read through the secret filter).
         source_path: repository-relative path of the source under test.
         source_text: the source's text.
-        language: ruby or python.
+        language: the tests' language (the toolchain's).
         samples: how many judge calls; scores vary between runs even at temperature 0.
         rubric: the rubric (default judge/rubric.md).
         records: when given, every call's record is appended to it.
@@ -89,8 +95,9 @@ def judge_with_model(
             f"{spec_path}: not judged: it did not pass execution "
             f"({proof.load_error or proof.reason or 'failing examples'})"
         )
+    from tasks.model.messages import prepare_messages
     from tasks.model.prompts import render
-    from tasks.model.schemas import JudgeVerdict, schema_text
+    from tasks.model.replies import JudgeVerdict, schema_text
 
     rubric = rubric or load_rubric()
     rendered = render(
@@ -103,6 +110,8 @@ def judge_with_model(
         rubric=rubric.text,
         reply_schema=schema_text(JudgeVerdict),
     )
+    # Rendered and prepared once: what is sent is what the archive keeps.
+    messages = prepare_messages(rendered.messages(), spec_path)
     scores: list[float] = []
     reasons: list[str] = []
     missing: list[str] = []
@@ -110,7 +119,7 @@ def judge_with_model(
     for _ in range(max(1, samples)):
         verdict, record = client.structured(
             "judge",
-            rendered.messages(),
+            messages,
             JudgeVerdict,
             schema_name="judge_verdict",
             prompt=rendered.meta,
@@ -133,4 +142,6 @@ def judge_with_model(
         tokens=tokens,
         prompt_version=rendered.meta.version,
         rubric_version=rubric.version,
+        prompt=rendered.meta,
+        messages=messages,
     )

@@ -11,7 +11,7 @@ import shutil
 import statistics
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
@@ -21,20 +21,18 @@ from judge.static import check_spec
 from tasks.core.config import Settings
 from tasks.core.errors import BadInputError
 from tasks.core.secrets import is_secret_path, read_for_prompt
-from tasks.core.types import StaticVerdict, ToolchainName, ValidationResult
+from tasks.core.types import StaticVerdict, ValidationResult
 from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
 from tasks.sandbox.runners import make_runner
-from tasks.toolchains.mapping import detect_toolchain, map_repo
-from tasks.toolchains.registry import get_toolchain
+from tasks.toolchains import registry
+from tasks.toolchains.base import Toolchain
+from tasks.toolchains.mapping import map_repo
+from tasks.toolchains.registry import detect_toolchain, toolchain_for
 
 if TYPE_CHECKING:
     from tasks.model.client import ModelClient
 
 log = logging.getLogger(__name__)
-LANGUAGE: dict[ToolchainName, Literal["ruby", "python"]] = {
-    "ruby-rspec": "ruby",
-    "python-pytest": "python",
-}
 
 
 class JudgeReport(BaseModel):
@@ -65,7 +63,7 @@ def _relative(project: Path, given: str, what: str) -> str:
     raise BadInputError(f"{given}: {what} not found")
 
 
-def _source_for(project: Path, spec: str, toolchain: ToolchainName) -> str:
+def _source_for(project: Path, spec: str, toolchain: str) -> str:
     for f in map_repo(project, toolchain).files:
         if spec in f.specs or spec == f.expected_spec:
             return f.source
@@ -90,6 +88,7 @@ def judge_in_repo(
     if not repo.is_dir():
         raise BadInputError(f"{repo}: not a directory")
     toolchain = detect_toolchain(repo, settings.toolchain)
+    chain = toolchain_for(settings, toolchain)
     spec_rel = _relative(repo, spec, "spec")
     source_rel = (
         _relative(repo, source, "source") if source else _source_for(repo, spec_rel, toolchain)
@@ -104,11 +103,10 @@ def judge_in_repo(
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(repo / rel, dest)
         runner = make_runner(settings.sandbox, root=wt)
-        validation = get_toolchain(toolchain).run_specs(project, [spec_rel], source_rel, runner)
+        validation = chain.run_specs(project, [spec_rel], source_rel, runner)
     return _verdict(
-        validation, spec_rel, spec_text, source_rel, source_text, LANGUAGE[toolchain],
-        settings, client,
-    )  # fmt: skip
+        validation, spec_rel, spec_text, source_rel, source_text, chain, settings, client
+    )
 
 
 def _verdict(
@@ -117,12 +115,12 @@ def _verdict(
     spec_text: str,
     source: str,
     source_text: str,
-    language: Literal["ruby", "python"],
+    chain: Toolchain,
     settings: Settings,
     client: ModelClient | None,
 ) -> JudgeReport:
     passed = validation.passed
-    static = check_spec(spec, spec_text, language) if passed else None
+    static = check_spec(spec, spec_text, chain) if passed else None
     llm = None
     if passed and client is not None:
         llm = judge_with_model(
@@ -132,7 +130,7 @@ def _verdict(
             spec_text=spec_text,
             source_path=source,
             source_text=source_text,
-            language=language,
+            language=chain.language,
             samples=settings.model.judge_samples,
         )
     return JudgeReport(
@@ -201,7 +199,7 @@ def calibrate(
 def _judge_case(
     case: CalibrationCase, settings: Settings, client: ModelClient | None
 ) -> JudgeReport:
-    toolchain: ToolchainName = "ruby-rspec" if case.language == "ruby" else "python-pytest"
+    chain = registry.by_language(case.language)()  # its own cases: the default toolchain
     with tempfile.TemporaryDirectory(prefix="autopilot-calibrate-") as tmp:
         root = Path(tmp)
         files = {case.source_path: case.source, case.spec_path: case.spec, **case.extra_sources}
@@ -210,10 +208,8 @@ def _judge_case(
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(text, encoding="utf-8")
         runner = make_runner(settings.sandbox, root=root)
-        validation = get_toolchain(toolchain).run_specs(
-            root, [case.spec_path], case.source_path, runner
-        )
+        validation = chain.run_specs(root, [case.spec_path], case.source_path, runner)
     return _verdict(
-        validation, case.spec_path, case.spec, case.source_path, case.source, case.language,
-        settings, client,
+        validation, case.spec_path, case.spec, case.source_path, case.source, chain, settings,
+        client,
     )  # fmt: skip

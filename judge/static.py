@@ -1,7 +1,8 @@
 """The static rubric: deterministic checks of a test file against judge/rubric.md.
 
-Ruby specs are parsed with tree-sitter (tasks/toolchains/ruby/rubric.py), Python tests with `ast`
-(tasks/toolchains/python/rubric.py); no rule looks at raw text.
+The rules, their weights and the scoring are here; each toolchain parses its own test files
+(:meth:`~tasks.toolchains.base.Toolchain.rubric_findings`: RSpec with tree-sitter, pytest with
+`ast`); no rule looks at raw text.
 
 Scoring (deterministic, documented so a score can be explained):
     score = max(0, 1 - sum(weight of each finding) / number of examples)
@@ -23,16 +24,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from tasks.core.errors import BadInputError
 from tasks.core.types import Finding, StaticVerdict
-from tasks.toolchains.python import rubric as static_python
-from tasks.toolchains.ruby import rubric as static_ruby
+from tasks.toolchains.base import Toolchain
 
 logger = logging.getLogger(__name__)
-
-SpecLanguage = Literal["ruby", "python"]
 
 #: Score ceiling of a file with any forbidden finding (rubric: "most tests lack meaning").
 FORBIDDEN_CAP = 0.2
@@ -42,13 +39,13 @@ MAX_FILE_BYTES = 2_000_000
 
 @dataclass(frozen=True)
 class Rule:
-    """One static rule: its id, whether it fails the gate, and its score weight."""
+    """One static rule: its id, whether it fails the gate, and its score weight (a toolchain's
+    parser reports the rules its framework can break)."""
 
     id: str
     forbidden: bool
     weight: float
     description: str
-    languages: tuple[SpecLanguage, ...] = ("ruby", "python")
 
 
 RULES: dict[str, Rule] = {
@@ -63,46 +60,35 @@ RULES: dict[str, Rule] = {
             True,
             1.0,
             "`not_to raise_error`: a 'does not crash' test",
-            ("ruby",),
         ),
         Rule(
             "any-instance-mock",
             True,
             1.0,
             "allow_any_instance_of / expect_any_instance_of",
-            ("ruby",),
         ),
         Rule(
             "vague-matcher",
             False,
             1.0,
             "be_truthy, be_falsey, be_present, be_blank, be_between, include(:key)",
-            ("ruby",),
         ),
         Rule("type-only", False, 1.0, "a type check (be_a / isinstance) is the only check"),
-        Rule("bare-assert", False, 1.0, "`assert x` with no comparison", ("python",)),
+        Rule("bare-assert", False, 1.0, "`assert x` with no comparison"),
         Rule(
             "not-none-only",
             False,
             1.0,
             "`assert x is not None` is a test's only check",
-            ("python",),
         ),
         Rule("over-mocking", False, 1.0, "more than 3 stubs, doubles or patches in one test"),
         Rule("raises-without-match", False, 0.25, "error path checked without its message"),
         Rule("sleep", False, 0.25, "sleep in a test"),
-        Rule("instance-variable", False, 0.25, "@ivar set in a spec instead of let", ("ruby",)),
+        Rule("instance-variable", False, 0.25, "@ivar set in a spec instead of let"),
     )
 }
 
 FORBIDDEN_RULES: frozenset[str] = frozenset(r.id for r in RULES.values() if r.forbidden)
-
-_EXTENSIONS: dict[str, SpecLanguage] = {".rb": "ruby", ".py": "python"}
-
-
-def language_for(path: str) -> SpecLanguage | None:
-    """The spec language of a path by its extension, or None when it is neither Ruby nor Python."""
-    return _EXTENSIONS.get(Path(path).suffix.lower())
 
 
 def score(findings: list[Finding], examples: int) -> float:
@@ -125,25 +111,19 @@ def score(findings: list[Finding], examples: int) -> float:
     return round(value, 3)
 
 
-def check_spec(path: str, text: str, language: SpecLanguage) -> StaticVerdict:
+def check_spec(path: str, text: str, chain: Toolchain) -> StaticVerdict:
     """Run the static rubric over one test file's text.
 
     Args:
         path: The repository-relative path, reported in every finding.
         text: The file's content.
-        language: "ruby" (RSpec) or "python" (pytest).
+        chain: The toolchain whose test file it is (it parses the file).
 
     Returns:
         The verdict: score and findings sorted by line.
-
-    Raises:
-        BadInputError: The language is not one of "ruby" or "python".
     """
-    if language not in ("ruby", "python"):
-        raise BadInputError(f"{path}: unsupported spec language {language!r}")
-    analyse = static_ruby.analyse if language == "ruby" else static_python.analyse
     try:
-        findings, examples = analyse(path, text)
+        findings, examples = chain.rubric_findings(path, text)
     except (RecursionError, MemoryError):
         # Hostile or machine-generated input nested deeper than any real test: refuse it
         # as unparseable rather than crash the run that checks many files.
@@ -159,23 +139,23 @@ def check_spec(path: str, text: str, language: SpecLanguage) -> StaticVerdict:
     return verdict
 
 
-def check_file(repo: Path, rel: str) -> StaticVerdict:
-    """Run the static rubric over a file of a repository, choosing the language by extension.
+def check_file(repo: Path, rel: str, chain: Toolchain) -> StaticVerdict:
+    """Run the static rubric over a test file of a repository.
 
     Args:
         repo: The repository root.
         rel: The file's path relative to repo.
+        chain: The project's toolchain.
 
     Returns:
         The verdict.
 
     Raises:
-        BadInputError: The extension is not .rb or .py, the path leaves the repository, or the
-            file cannot be read, is too large or is not UTF-8 text.
+        BadInputError: The file is not of the toolchain's language, the path leaves the
+            repository, or the file cannot be read, is too large or is not UTF-8 text.
     """
-    language = language_for(rel)
-    if language is None:
-        raise BadInputError(f"{rel}: not a Ruby or Python test file")
+    if not chain.speaks(rel):
+        raise BadInputError(f"{rel}: not a {chain.language} test file")
     root = repo.resolve()
     target = (root / rel).resolve()
     if not target.is_relative_to(root):
@@ -189,7 +169,7 @@ def check_file(repo: Path, rel: str) -> StaticVerdict:
         raise BadInputError(f"{rel}: not UTF-8 text") from exc
     except OSError as exc:
         raise BadInputError(f"{rel}: cannot read: {exc.strerror}") from exc
-    return check_spec(rel, text, language)
+    return check_spec(rel, text, chain)
 
 
 def gate_passes(verdict: StaticVerdict) -> bool:

@@ -131,16 +131,8 @@ def violations(extra: dict[str, str] | None = None) -> list[str]:
     return list(found)
 
 
-#: Imports that break an arrow today, each with the change that removes it.
-KNOWN: dict[str, str] = {
-    "judge.static imports tasks.toolchains.python": "the rubric goes through the interface",
-    "judge.static imports tasks.toolchains.ruby": "the rubric goes through the interface",
-}
-
-
 def test_every_import_follows_the_declared_arrows() -> None:
-    found = [v for v in violations() if not any(k in v for k in KNOWN)]
-    assert found == []
+    assert violations() == []
 
 
 def test_the_parts_are_declared() -> None:

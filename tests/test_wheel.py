@@ -105,7 +105,8 @@ def test_resources_come_from_the_installed_package(installed: Path, tmp_path: Pa
         " 'skills': str(default_skills_dir()), 'n_skills': len(load_skills()),\n"
         " 'rubric': str(default_rubric_path()), 'levels': len(load_rubric().levels),\n"
         " 'cases': len(load_cases()),\n"
-        " 'helper': str(resource_path('tasks/toolchains/resources/autopilot_simplecov.rb'))}))\n"
+        " 'helper': str(resource_path("
+        "'tasks/toolchains/ruby/resources/autopilot_simplecov.rb'))}))\n"
     )
     done = run([str(installed / "python"), "-c", code], cwd=tmp_path, env=clean_env())
     found = json.loads(done.stdout)

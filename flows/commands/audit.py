@@ -17,7 +17,7 @@ from tasks.audit.report import AuditReport, table_rows
 from tasks.core.config import load_settings
 from tasks.core.errors import AutopilotError
 from tasks.keep.git import resolve_commit, subdir_in_repo
-from tasks.toolchains.mapping import detect_toolchain
+from tasks.toolchains.registry import detect_toolchain
 
 
 def _print_table(report: AuditReport) -> None:

@@ -28,7 +28,7 @@ def _check(repo: Path, regressions: int, only: list[str] | None) -> None:
     from tasks.core.config import load_settings
     from tasks.generate.targets import check_globs
     from tasks.keep.git import resolve_commit, subdir_in_repo
-    from tasks.toolchains.mapping import detect_toolchain
+    from tasks.toolchains.registry import detect_toolchain
 
     if not repo.is_dir():
         raise BadInputError(f"{repo}: not a directory")
@@ -61,19 +61,19 @@ def _inject(project: Path, root: Path, sub: str, regressions: int, seed: int) ->
     from tasks.evaluate.mutations import choose
     from tasks.keep.git import commit_files_to_new_branch, resolve_commit
     from tasks.sandbox.runners import make_runner
-    from tasks.toolchains.mapping import detect_toolchain
-    from tasks.toolchains.registry import get_toolchain
+    from tasks.toolchains.registry import detect_toolchain, toolchain_for
 
     settings = load_settings(project)
     toolchain = detect_toolchain(project, settings.toolchain)
     runner = make_runner(settings.sandbox, root=root)
-    suite = get_toolchain(toolchain, settings.python).run_suite(project, runner)
+    chain = toolchain_for(settings, toolchain)
+    suite = chain.run_suite(project, runner)
     sources = {
         path: (project / path).read_text(encoding="utf-8")
         for path in suite.files
         if (project / path).is_file()
     }
-    mutations, texts = choose(sources, suite.files, regressions, seed=seed)
+    mutations, texts = choose(sources, suite.files, regressions, chain, seed=seed)
     if not mutations:
         return {"commit": None, "branch": None, "mutations": []}
     prefix = f"{sub}/" if sub else ""

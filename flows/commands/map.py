@@ -30,7 +30,7 @@ def _print_table(mapping: Mapping) -> None:
         # Text, not markup: file names come from the repository and may contain "[".
         specs = Text("\n".join(f.specs)) if f.specs else Text(f"new: {f.expected_spec}", "dim")
         status = "tested" if f.specs else "untested"
-        table.add_row(Text(f.source), f.kind.value, specs, status)
+        table.add_row(Text(f.source), f.kind, specs, status)
     console.print(table)
     console.print(f"{len(mapping.files)} files, {len(mapping.untested)} untested", markup=False)
     for warning in mapping.warnings:

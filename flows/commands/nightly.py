@@ -59,7 +59,7 @@ def check_inputs(
     from tasks.generate.targets import check_globs
     from tasks.keep.archive import open_archive
     from tasks.keep.git import resolve_commit, subdir_in_repo
-    from tasks.toolchains.mapping import detect_toolchain
+    from tasks.toolchains.registry import detect_toolchain
 
     if not repo.is_dir():
         raise BadInputError(f"{repo}: not a directory")

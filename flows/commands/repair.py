@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from tasks.core.config import load_settings
-from tasks.core.errors import AutopilotError, BadInputError, ConfigError, ReportError
-from tasks.facts.reports.read import iter_records
+from tasks.core.errors import AutopilotError, BadInputError, ConfigError
 from tasks.keep.git import resolve_commit, subdir_in_repo
-from tasks.repair.scout import NOT_A_REPORT
-from tasks.toolchains.mapping import detect_toolchain
+from tasks.repair.scout import check_reports
+from tasks.toolchains.registry import detect_toolchain
 
 
 def check_inputs(
@@ -44,15 +43,7 @@ def check_inputs(
     detect_toolchain(repo, settings.toolchain)
     if not settings.model_configured:
         raise ConfigError("no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL")
-    bad: list[ReportError] = []
-    for report in reports:
-        try:
-            next(iter_records(report, repo), None)
-        except ReportError as exc:
-            if not (settings.model_configured and exc.reason.startswith(NOT_A_REPORT)):
-                bad.append(exc)
-    if reports and len(bad) == len(reports):
-        raise bad[0]
+    check_reports(reports, repo, settings.model_configured)
 
 
 def _print_summary(result: dict[str, Any]) -> None:

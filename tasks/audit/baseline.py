@@ -11,33 +11,26 @@ limit) runs each test file alone to find the culprits. What remains is either a 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 from tasks.core.types import SuiteProblem, ValidationResult
-from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain, relative_path
-from tasks.toolchains.diagnose import diagnose_pytest, diagnose_rspec
+from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
 from tasks.toolchains.mapping import list_specs
+from tasks.toolchains.runs import relative_path
 
 log = logging.getLogger(__name__)
 
-# RSpec: "An error occurred while loading ./spec/models/x_spec.rb." ; pytest: "ERROR tests/x.py"
-_LOAD_ERROR_FILE = re.compile(
-    r"(?:while loading|ERROR collecting|ImportError while importing test module)\s+'?"
-    r"(?:\./)?(?P<path>[\w./-]+?_spec\.rb|[\w./-]*test_[\w]+\.py|[\w./-]+_test\.py)",
-    re.IGNORECASE,
-)
 
-
-def specs_failing_to_load(result: ValidationResult, repo: Path | None = None) -> list[str]:
+def specs_failing_to_load(
+    chain: Toolchain, result: ValidationResult, repo: Path | None = None
+) -> list[str]:
     """Spec files named in a load error (the ones to set aside before running the rest),
     relative to `repo` when the error names them by absolute path."""
     if result.loaded or not result.load_error:
         return []
     seen: dict[str, None] = {}
-    for m in _LOAD_ERROR_FILE.finditer(result.load_error):
-        path = m.group("path")
+    for path in chain.load_error_files(result.load_error):
         seen[relative_path(path, repo) if repo is not None else path] = None
     return [p for p in seen if not p.startswith("/")]
 
@@ -89,7 +82,7 @@ def run_baseline(
             list_specs(project, chain.name),
         )
     elif not first.loaded:
-        named = list(suite.load_errors) or specs_failing_to_load(first, project)
+        named = list(suite.load_errors) or specs_failing_to_load(chain, first, project)
         # Without a per-file message, a single culprit's is the run's own.
         alone = first.load_error if len(named) == 1 else None
         broken = {f: _why(chain, suite.load_errors.get(f) or alone, project) for f in named}
@@ -129,19 +122,11 @@ def run_baseline(
     return suite
 
 
-def file_problem(chain_name: str, text: str, project: Path) -> SuiteProblem:
-    """The problem in one test file's load error (pytest's collection error or RSpec's
-    "An error occurred while loading" message)."""
-    if chain_name == "python-pytest":
-        return diagnose_pytest(text, 2, project)
-    return diagnose_rspec(text, 1, project)
-
-
 def _why(chain: Toolchain, text: str | None, project: Path) -> str:
     """ "did not load: <the error>" for a set-aside file, in one line."""
     if not text:
         return "did not load"
-    message = file_problem(chain.name, text, project).message
+    message = chain.load_problem(text, project).message
     for header in ("ERROR collecting ", "An error occurred while loading "):
         if message.startswith(header) and ": " in message:
             message = message.split(": ", 1)[1]
@@ -160,8 +145,7 @@ def _every_file(chain: Toolchain, problem: SuiteProblem | None) -> SuiteProblem:
 
 
 def _problem(chain: Toolchain, message: str, hint: str | None = None) -> SuiteProblem:
-    tool = "pytest" if chain.name == "python-pytest" else "rspec"
-    return SuiteProblem(tool=tool, cause="environment", message=message, hint=hint)
+    return SuiteProblem(tool=chain.test_tool, cause="environment", message=message, hint=hint)
 
 
 def _not_run(result: ValidationResult, problem: SuiteProblem, load_error: str | None) -> None:

@@ -16,7 +16,6 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from tasks.audit.baseline import isolate_culprits, specs_failing_to_load
 from tasks.core.types import (
     FileCoverage,
     Finding,
@@ -30,7 +29,8 @@ from tasks.core.types import (
     ToolchainName,
     ValidationResult,
 )
-from tasks.toolchains.base import SuiteResult, relative_path
+from tasks.toolchains.base import SuiteResult
+from tasks.toolchains.runs import relative_path
 
 __all__ = [
     "AuditFile",
@@ -38,10 +38,8 @@ __all__ = [
     "AuditSummary",
     "SuiteStatus",
     "build_report",
-    "isolate_culprits",
     "markdown_summary",
     "spec_outcomes",
-    "specs_failing_to_load",
     "suite_report",
     "table_rows",
 ]
@@ -276,7 +274,7 @@ def table_rows(report: AuditReport) -> list[dict[str, object]]:
     return [
         {
             "file": f.source,
-            "kind": f.kind.value,
+            "kind": f.kind,
             "status": f.status,
             "coverage": f"{f.coverage:.0%}",
             "static": "-" if f.static_score is None else f"{f.static_score:.2f}",

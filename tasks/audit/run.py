@@ -40,9 +40,9 @@ def lint_specs(
         return [], [str(exc)]
 
 
-def check_specs(project: Path, specs: list[str]) -> dict[str, StaticVerdict]:
+def check_specs(project: Path, chain: Toolchain, specs: list[str]) -> dict[str, StaticVerdict]:
     """The static rubric of every test file."""
-    return {spec: check_file(project, spec) for spec in specs}
+    return {spec: check_file(project, spec, chain) for spec in specs}
 
 
 class AuditSteps(Protocol):
@@ -58,7 +58,9 @@ class AuditSteps(Protocol):
         self, project: Path, chain: Toolchain, specs: list[str], runner: CommandRunner
     ) -> tuple[list[LintOffense], list[str]]: ...
 
-    def static(self, project: Path, specs: list[str]) -> dict[str, StaticVerdict]: ...
+    def static(
+        self, project: Path, chain: Toolchain, specs: list[str]
+    ) -> dict[str, StaticVerdict]: ...
 
 
 class PlainSteps:
@@ -77,8 +79,8 @@ class PlainSteps:
     ) -> tuple[list[LintOffense], list[str]]:
         return lint_specs(project, chain, specs, runner)
 
-    def static(self, project: Path, specs: list[str]) -> dict[str, StaticVerdict]:
-        return check_specs(project, specs)
+    def static(self, project: Path, chain: Toolchain, specs: list[str]) -> dict[str, StaticVerdict]:
+        return check_specs(project, chain, specs)
 
 
 def audit_repo(repo: Path, ref: str = "HEAD", steps: AuditSteps | None = None) -> AuditReport:
@@ -119,13 +121,12 @@ def audit_repo(repo: Path, ref: str = "HEAD", steps: AuditSteps | None = None) -
         lint: list[LintOffense] = []
         errors: list[str] = []
         problem = suite.validation.problem if not suite.ran else None
-        if problem is not None and problem.tool == "bundler":
-            # RuboCop runs through the same bundle: it would only fail again for that reason.
+        if problem is not None and chain.lint_blocked_by(problem):
             log.info("lint skipped: %s", problem.one_line())
         else:
             log.info("linting and checking %d test files", len(specs))
             lint, errors = steps.lint(project, chain, specs, runner)
-        static = steps.static(project, specs)
+        static = steps.static(project, chain, specs)
         report = suite_report(
             repo=str(path),
             commit=commit,

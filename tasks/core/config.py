@@ -160,8 +160,11 @@ class Settings(BaseSettings):
     gates: GateSettings = Field(default_factory=GateSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     repair: RepairSettings = Field(default_factory=RepairSettings)
-    toolchain: Literal["ruby-rspec", "python-pytest"] | None = Field(
-        None, description="Override toolchain detection"
+    toolchain: str | None = Field(
+        None,
+        pattern=r"^[a-z][a-z0-9-]*$",
+        description="Override toolchain detection: a registered toolchain's name "
+        "(ruby-rspec, python-pytest)",
     )
     archive: str | None = Field(None, description="Archive URI; default <home>/archive")
     python: str | None = Field(

@@ -32,6 +32,10 @@ class ReportError(BadInputError):
         self.reason = reason
 
 
+class NotAReportError(ReportError):
+    """The file holds no test report at all (a raw log, say): only a model could read it."""
+
+
 class CoverageError(BadInputError):
     """A coverage report cannot be parsed."""
 

@@ -2,7 +2,7 @@
 
 Every prompt, skill, the rubric, the calibration cases and the toolchains' helper files are
 found through :func:`resource_path`, by their path in the repository (``"prompts"``,
-``"skills/rails-model.md"``, ``"judge/rubric.md"``, ``"tasks/toolchains/resources"``):
+``"skills/rails-model.md"``, ``"judge/rubric.md"``, ``"tasks/toolchains/ruby/resources"``):
 
 - a path inside a package (``tasks/...``, ``judge/...``, ``flows/...``) is that package's
   resource (``importlib.resources``), which is the same file in a checkout and in a wheel;

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 TestStatus = Literal["passed", "failed", "error", "skipped"]
-ToolchainName = Literal["ruby-rspec", "python-pytest"]
+#: A toolchain's registry name (``ruby-rspec``, ``python-pytest``; see
+#: tasks/toolchains/registry.py, which validates it where a toolchain is chosen).
+ToolchainName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")]
+#: How a source file is tested: a kind its toolchain declares (``Toolchain.kinds``: ``model``,
+#: ``controller``... for Rails, ``python``); exactly one skill applies per kind.
+SourceKind = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")]
 
 
 class _Model(BaseModel):
@@ -107,6 +111,9 @@ class FileError(_Model):
 
     file: str
     error: str
+    not_a_report: bool = Field(
+        False, exclude=True, description="It holds no report at all (a raw log, say)"
+    )
 
 
 class TestRun(_Model):
@@ -133,18 +140,6 @@ class FileCoverage(_Model):
         if self.executable_lines == 0:
             return 1.0
         return self.covered_lines / self.executable_lines
-
-
-class SourceKind(StrEnum):
-    """How a source file is tested; exactly one skill applies per kind."""
-
-    MODEL = "model"
-    SERIALIZER = "serializer"
-    CONTROLLER = "controller"
-    MAILER = "mailer"
-    HELPER = "helper"
-    RUBY = "ruby"  # plain Ruby: lib/, app/services, and the rest of app/
-    PYTHON = "python"
 
 
 class SourceFile(_Model):

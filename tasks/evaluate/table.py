@@ -28,7 +28,6 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tasks.core.errors import BadInputError
-from tasks.core.types import SourceKind
 from tasks.generate.types import FileOutcome
 from tasks.keep.git_safe import one_line, run_git
 
@@ -132,17 +131,17 @@ def quality_table(
     worked = [o for o in outcomes if o.verdict != "skipped"]
     drafts = [d for d in (first_draft(o) for o in worked) if d is not None]
     accepted = [o for o in worked if o.verdict == "accepted"]
-    kinds: dict[SourceKind, list[FileOutcome]] = {}
+    kinds: dict[str, list[FileOutcome]] = {}
     for o in worked:
         kinds.setdefault(o.kind, []).append(o)
     judge = [
         KindScores(
-            kind=kind.value,
+            kind=kind,
             files=len(group),
             judge_before=_mean([static_before.get(o.source) or 0.0 for o in group]),
             judge_after=_mean([o.judge_score for o in group if o.judge_score is not None]),
         )
-        for kind, group in sorted(kinds.items(), key=lambda kv: kv[0].value)
+        for kind, group in sorted(kinds.items(), key=lambda kv: kv[0])
     ]
     tokens = nightly_tokens
     cost = _cost(nightly_tokens, generator_model)

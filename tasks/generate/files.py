@@ -12,50 +12,34 @@ can act on: the client re-asks with it.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from tasks.core.errors import ReplyFormatError
 from tasks.generate.skills import Skill
 from tasks.generate.targets import Target
 from tasks.model.replies import parse_files_reply
-
-_SHARED_PREFIXES = ("spec/factories/", "spec/support/")
-
-
-def allowed_roots(language: str) -> tuple[str, ...]:
-    """The test trees a reply may write under."""
-    return ("spec/",) if language == "ruby" else ("tests/",)
-
-
-def is_test_file(path: str) -> bool:
-    """A file of examples (run by the toolchain), as opposed to a support file."""
-    name = PurePosixPath(path).name
-    if name.endswith(".rb"):
-        return name.endswith("_spec.rb") and not path.startswith(_SHARED_PREFIXES)
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
-
-
-def is_shared_support(path: str) -> bool:
-    """A file other specs depend on: factories, spec/support, conftest.py."""
-    return path.startswith(_SHARED_PREFIXES) or PurePosixPath(path).name == "conftest.py"
+from tasks.toolchains.base import FileRules
 
 
 def reply_parser(
     project: Path,
     target: Target,
     skill: Skill,
+    rules: FileRules,
     replies: list[str],
     written: Collection[str] = (),
 ) -> Callable[[str], dict[str, str]]:
     """A parser for the model client: checks every path, keeps every raw reply in `replies`.
 
-    `written` holds the paths earlier rounds wrote (the model may rewrite its own files).
+    `rules` are the toolchain's (the test roots a reply may write under, what a test file and
+    shared support are); `written` holds the paths earlier rounds wrote (the model may rewrite
+    its own files).
 
     Raises (from the parser):
         ReplyFormatError: a path outside the test tree or the skill's globs, an existing file
             that is neither the target's spec nor shared support, or no test file at all.
     """
-    roots = allowed_roots(skill.language)
+    roots = tuple(f"{root}/" for root in rules.test_roots)
 
     def parse(text: str) -> dict[str, str]:
         replies.append(text)
@@ -68,12 +52,12 @@ def reply_parser(
                     f"put the tests of {target.source} in {target.spec}"
                 )
             exists = (project / path).is_file() and path not in written
-            if exists and path not in target.specs and not is_shared_support(path):
+            if exists and path not in target.specs and not rules.is_support_file(path):
                 raise ReplyFormatError(
                     f"{path}: an existing test file of another source; do not change it, "
                     f"write the tests of {target.source} in {target.spec}"
                 )
-        if not any(is_test_file(p) for p in files):
+        if not any(rules.is_test_file(p) for p in files):
             raise ReplyFormatError(
                 f"no test file in the reply: write the tests of {target.source} "
                 f"in {target.spec} (support files alone run nothing)"

@@ -1,15 +1,18 @@
-"""The acceptance gates, in their fixed order.
+"""The acceptance gates, in their fixed order: the one place a test is accepted or rejected.
 
 A generated or repaired test is accepted only if: it loads and every example passes (`load`,
-`pass`); it passes again on every re-run (`flaky`); lint is clean after autocorrect (`lint`); the
-target's coverage reaches `min_coverage` or gains `min_coverage_gain` over the baseline
-(`coverage`); the static rubric finds nothing forbidden (`static`); the judge score reaches
-`min_judge` (`judge`). The first failing gate is recorded with its reasons. Pure functions: the
-caller gathers the evidence, and never asks the judge before :func:`execution_gate` passed.
+`pass`; with a changed shared support file, the whole suite passes too); it passes again on
+every re-run (`flaky`); lint is clean after autocorrect (`lint`); the target's coverage reaches
+`min_coverage` or gains `min_coverage_gain` over the baseline (`coverage`); the static rubric
+finds nothing forbidden (`static`); the judge score reaches `min_judge` (`judge`).
+:func:`evaluate` runs them in order and returns every result up to the first failure, which
+decides. Pure functions: the caller gathers the evidence, and never asks the judge before the
+execution gates passed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -22,27 +25,52 @@ GATE_ORDER: tuple[GateName, ...] = ("load", "pass", "flaky", "lint", "coverage",
 MAX_REASONS = 20
 
 
-class GateDecision(BaseModel):
-    """The verdict of the gates: accepted, or the first gate that failed and why."""
+class GateResult(BaseModel):
+    """One gate's verdict on the evidence."""
 
-    accepted: bool
-    gate: GateName | None = None
+    gate: GateName
+    passed: bool
     reasons: list[str] = Field(default_factory=list)
+
+
+class GateDecision(BaseModel):
+    """The gates' verdict: every gate run, in order, up to the first that failed."""
+
+    results: list[GateResult] = Field(default_factory=list)
+
+    @property
+    def accepted(self) -> bool:
+        """No gate that ran failed."""
+        return all(r.passed for r in self.results)
+
+    @property
+    def gate(self) -> GateName | None:
+        """The gate that failed, or None."""
+        return next((r.gate for r in self.results if not r.passed), None)
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why the failed gate failed ([] when accepted)."""
+        return next((list(r.reasons) for r in self.results if not r.passed), [])
 
     @classmethod
     def reject(cls, gate: GateName, reasons: list[str]) -> GateDecision:
-        return cls(accepted=False, gate=gate, reasons=reasons[:MAX_REASONS])
+        return cls(results=[GateResult(gate=gate, passed=False, reasons=reasons[:MAX_REASONS])])
 
 
 class Evidence(BaseModel):
-    """Everything the gates look at for one target file."""
+    """Everything the gates look at for one target file (None: not measured yet)."""
 
     validation: ValidationResult
-    reruns: list[ValidationResult] = Field(default_factory=list)
+    reruns: list[ValidationResult] | None = None
     lint: list[LintOffense] = Field(default_factory=list)
     coverage_before: float | None = None
     static: StaticVerdict | None = None
     forbidden_rules: frozenset[str] = frozenset()
+    shared_breaks: list[str] = Field(
+        default_factory=list,
+        description="What a changed shared support file broke in the whole suite",
+    )
     judge_score: float | None = None
 
 
@@ -55,78 +83,124 @@ def _failed_examples(result: ValidationResult) -> list[str]:
     return out
 
 
-def execution_gate(result: ValidationResult) -> GateDecision:
-    """The `load` and `pass` gates: the only proof that a test is valid is running it."""
+def _result(gate: GateName, reasons: list[str]) -> GateResult:
+    return GateResult(gate=gate, passed=not reasons, reasons=reasons[:MAX_REASONS])
+
+
+def load_gate(result: ValidationResult) -> GateResult:
+    """`load`: the spec loaded (the only proof that a test is valid is running it)."""
     if not result.loaded or result.load_error:
-        return GateDecision.reject("load", [result.load_error or "the spec did not load"])
+        return _result("load", [result.load_error or "the spec did not load"])
+    return _result("load", [])
+
+
+def pass_gate(result: ValidationResult) -> GateResult:
+    """`pass`: the run was not stopped, and every example passed (at least one ran)."""
     if result.reason:
-        return GateDecision.reject("pass", [result.reason])
+        return _result("pass", [result.reason])
     failures = _failed_examples(result)
     if failures:
-        return GateDecision.reject("pass", failures)
+        return _result("pass", failures)
     if not result.passed:
-        return GateDecision.reject("pass", ["no example ran"])
-    return GateDecision(accepted=True)
+        return _result("pass", ["no example ran"])
+    return _result("pass", [])
+
+
+def execution(result: ValidationResult) -> GateDecision:
+    """The `load` and `pass` gates on one run (a re-run stops at the first that fails)."""
+    first = load_gate(result)
+    return GateDecision(results=[first] if not first.passed else [first, pass_gate(result)])
 
 
 def coverage_gate(
     coverage: FileCoverage | None, before: float | None, settings: GateSettings
-) -> GateDecision:
+) -> GateResult:
     """Coverage reaches the threshold, or improves on the baseline by the required gain."""
     if coverage is None:
-        return GateDecision.reject("coverage", ["no coverage was measured for the target"])
+        return _result("coverage", ["no coverage was measured for the target"])
     ratio = coverage.ratio
     if ratio + 1e-9 >= settings.min_coverage:
-        return GateDecision(accepted=True)
+        return _result("coverage", [])
     if before is not None and ratio - before + 1e-9 >= settings.min_coverage_gain:
-        return GateDecision(accepted=True)
+        return _result("coverage", [])
     lines = ", ".join(str(n) for n in coverage.uncovered_lines[:50])
     reason = f"coverage {ratio:.0%} < {settings.min_coverage:.0%}"
     if before is not None:
         reason += f" (baseline {before:.0%}, gain below {settings.min_coverage_gain:.0%})"
-    return GateDecision.reject("coverage", [reason, f"uncovered lines: {lines}"])
+    return _result("coverage", [reason, f"uncovered lines: {lines}"])
 
 
-def evaluate(evidence: Evidence, settings: GateSettings, *, judge: bool = True) -> GateDecision:
-    """Run every gate in order; the first failure decides.
+def _load(e: Evidence, s: GateSettings) -> GateResult:
+    return load_gate(e.validation)
+
+
+def _pass(e: Evidence, s: GateSettings) -> GateResult:
+    ran = pass_gate(e.validation)
+    return ran if not ran.passed else _result("pass", list(e.shared_breaks))
+
+
+def _flaky(e: Evidence, s: GateSettings) -> GateResult:
+    reruns = e.reruns or []
+    for i, rerun in enumerate(reruns, start=1):
+        again = execution(rerun)
+        if not again.accepted:
+            return _result("flaky", [f"re-run {i} of {len(reruns)} failed", *again.reasons])
+    if len(reruns) < s.flaky_runs:
+        return _result("flaky", [f"{len(reruns)} re-runs, {s.flaky_runs} required"])
+    return _result("flaky", [])
+
+
+def _lint(e: Evidence, s: GateSettings) -> GateResult:
+    return _result("lint", [f"{o.path}:{o.line}: {o.rule}: {o.message}" for o in e.lint])
+
+
+def _coverage(e: Evidence, s: GateSettings) -> GateResult:
+    return coverage_gate(e.validation.coverage, e.coverage_before, s)
+
+
+def _static(e: Evidence, s: GateSettings) -> GateResult:
+    found = e.static.findings if e.static is not None else []
+    forbidden = [f for f in found if f.rule in e.forbidden_rules]
+    return _result("static", [f"{f.path}:{f.line}: {f.rule}: {f.message}" for f in forbidden])
+
+
+def _judge(e: Evidence, s: GateSettings) -> GateResult:
+    if e.judge_score is None:
+        return _result("judge", ["no judge score"])
+    if e.judge_score + 1e-9 < s.min_judge:
+        return _result("judge", [f"judge score {e.judge_score:.2f} < {s.min_judge:.2f}"])
+    return _result("judge", [])
+
+
+#: The gates in their order (GATE_ORDER), each a function of the evidence and the thresholds.
+GATES: tuple[tuple[GateName, Callable[[Evidence, GateSettings], GateResult]], ...] = (
+    ("load", _load),
+    ("pass", _pass),
+    ("flaky", _flaky),
+    ("lint", _lint),
+    ("coverage", _coverage),
+    ("static", _static),
+    ("judge", _judge),
+)
+
+
+def evaluate(
+    evidence: Evidence, settings: GateSettings, *, skip: Collection[GateName] = ()
+) -> GateDecision:
+    """Run the gates in order; the first failure decides.
 
     Args:
         evidence: what was measured for the target.
         settings: the thresholds.
-        judge: False to stop before the judge gate (to decide whether judging is worth a call).
+        skip: gates whose evidence is not measured yet (the re-runs and the judge are only
+            worth paying for once everything before them passed).
     """
-    decision = execution_gate(evidence.validation)
-    if not decision.accepted:
-        return decision
-    for i, rerun in enumerate(evidence.reruns, start=1):
-        again = execution_gate(rerun)
-        if not again.accepted:
-            return GateDecision.reject(
-                "flaky", [f"re-run {i} of {len(evidence.reruns)} failed", *again.reasons]
-            )
-    if len(evidence.reruns) < settings.flaky_runs:
-        return GateDecision.reject(
-            "flaky", [f"{len(evidence.reruns)} re-runs, {settings.flaky_runs} required"]
-        )
-    if evidence.lint:
-        return GateDecision.reject(
-            "lint", [f"{o.path}:{o.line}: {o.rule}: {o.message}" for o in evidence.lint]
-        )
-    decision = coverage_gate(evidence.validation.coverage, evidence.coverage_before, settings)
-    if not decision.accepted:
-        return decision
-    if evidence.static is not None:
-        forbidden = [f for f in evidence.static.findings if f.rule in evidence.forbidden_rules]
-        if forbidden:
-            return GateDecision.reject(
-                "static", [f"{f.path}:{f.line}: {f.rule}: {f.message}" for f in forbidden]
-            )
-    if not judge:
-        return GateDecision(accepted=True)
-    if evidence.judge_score is None:
-        return GateDecision.reject("judge", ["no judge score"])
-    if evidence.judge_score + 1e-9 < settings.min_judge:
-        return GateDecision.reject(
-            "judge", [f"judge score {evidence.judge_score:.2f} < {settings.min_judge:.2f}"]
-        )
-    return GateDecision(accepted=True)
+    decision = GateDecision()
+    for name, gate in GATES:
+        if name in skip:
+            continue
+        result = gate(evidence, settings)
+        decision.results.append(result)
+        if not result.passed:
+            break
+    return decision

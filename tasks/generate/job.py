@@ -27,18 +27,17 @@ from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome
 from tasks.model.client import ModelClient
 from tasks.sandbox.runners import make_runner
-from tasks.toolchains.registry import get_toolchain
+from tasks.toolchains import registry
+from tasks.toolchains.registry import toolchain_for
+from tasks.toolchains.runs import SCRATCH_DIR, scratch_base
 
 log = logging.getLogger(__name__)
 
 __all__ = ["NO_MODEL", "FileJob", "copy_project", "failed", "run_file_job", "skipped"]
 
 #: Left out of a target's copy anywhere in the tree (machine state, not project content).
-_SKIP_ANYWHERE = frozenset(
-    {".git", ".autopilot-tmp", "__pycache__", ".pytest_cache", ".ruff_cache", "node_modules"}
-)
-#: Left out at the project's top level only (Rails' tmp/ and log/, coverage output).
-_SKIP_TOP = frozenset({"tmp", "log", "coverage", ".coverage", "coverage.json"})
+#: (with every toolchain's caches, ``Toolchain.cache_dirs``).
+_SKIP_ANYWHERE = frozenset({".git", SCRATCH_DIR, "node_modules"})
 
 
 class FileJob(BaseModel):
@@ -61,15 +60,20 @@ class FileJob(BaseModel):
 def copy_project(project: Path, parent: Path) -> Path:
     """A private copy of `project` under `parent` (git metadata and machine state left out)."""
     root = project.resolve()
+    anywhere = _SKIP_ANYWHERE | registry.cache_dirs()
+    top = registry.output_paths()  # the stacks' run outputs (Rails' tmp/ and log/, coverage)
 
     def ignore(directory: str, names: list[str]) -> set[str]:
-        skip = {n for n in names if n in _SKIP_ANYWHERE}
+        skip = {n for n in names if n in anywhere}
         if Path(directory).resolve() == root:
-            skip |= {n for n in names if n in _SKIP_TOP}
+            skip |= {n for n in names if n in top}
         return skip
 
     dest = parent / "project"
     shutil.copytree(root, dest, ignore=ignore, symlinks=True)
+    # The worktree's prepare commands ran once (their markers say so): so did the copy's.
+    for marker in (root / SCRATCH_DIR).glob("prepared-*"):
+        shutil.copy2(marker, scratch_base(dest) / marker.name)
     return dest
 
 
@@ -102,16 +106,16 @@ def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOut
     """
     target = job.target
     try:
+        # The one choice of skill, toolchain and context for this target.
         skill = choose_skill(target.source, target.kind)
-        context = build_context(job.project, target, skill.language)
+        chain = toolchain_for(job.settings, job.toolchain)
+        context = build_context(job.project, target, chain)
         key = outcome_key(
             target=target,
             context=context,
             skill=skill,
             toolchain=job.toolchain,
-            toolchain_config=get_toolchain(job.toolchain, job.settings.python).config_digest(
-                job.project
-            ),
+            toolchain_config=chain.config_digest(job.project),
             settings=job.settings,
             max_iterations=job.max_iterations,
         )
@@ -137,13 +141,13 @@ def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOut
         outcome = generate_for_file(
             copy,
             target,
-            toolchain=get_toolchain(job.toolchain, job.settings.python),
+            chain=chain,
             runner=runner,
             client=client,
             settings=job.settings,
-            max_iterations=job.max_iterations,
+            skill=skill,
             context=context,
-            skills=None,
+            max_iterations=job.max_iterations,
             baseline_failing=job.baseline_failing,
             max_model_calls=job.max_model_calls,
             time_limit_s=job.file_time_limit_s,

@@ -1,165 +1,74 @@
-"""Per-file generation: skill -> context -> generate -> lint -> run -> fix (bounded) -> gates.
+"""Per-file generation: generate -> lint -> run -> fix (bounded) -> the gates.
 
 :func:`generate_for_file` is a plain function over one target, working in the target's own copy
-of the project (so a broken draft or factory of one file never disturbs another file's runs).
-The only proof that a test is valid is running it: every draft is linted with autocorrect and run
-with coverage in the sandbox; any failure (load error, failing examples, uncovered lines, lint
-offences, forbidden static findings) goes back to the model verbatim, up to ``max_iterations``
-rounds. Then the flakiness re-runs, a whole-suite run when a shared factory changed, and the LLM
-judge (only for a spec that passed everything before it) feed :func:`tasks.generate.gates.evaluate`.
+of the project (so a broken draft or factory of one file never disturbs another file's runs),
+with the skill, the prompt context and the toolchain its job chose once. The only proof that a
+test is valid is running it: every draft is linted with autocorrect and run with coverage in the
+sandbox; any failure (load error, failing examples, uncovered lines, lint offences, forbidden
+static findings) goes back to the model verbatim, up to ``max_iterations`` rounds. Then the
+flakiness re-runs, a whole-suite run when a shared support file changed, and the LLM judge (only
+for a spec that passed everything before it) complete the evidence the gates
+(:func:`tasks.generate.gates.evaluate`) decide on.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from judge.llm import combined_score, judge_with_model
-from judge.rubric import load_rubric
+from judge.llm import LLMVerdict, combined_score, judge_with_model
 from judge.static import FORBIDDEN_RULES, check_spec
 from tasks.core.config import Settings
 from tasks.core.errors import AutopilotError
 from tasks.core.types import Finding, StaticVerdict, ValidationResult
-from tasks.generate.context import PromptContext, build_context
-from tasks.generate.files import (
-    is_shared_support,
-    is_test_file,
-    read_back,
-    reply_parser,
-    snapshot,
-    write_files,
-)
-from tasks.generate.gates import Evidence, GateDecision, evaluate, execution_gate
-from tasks.generate.skills import Skill, choose_skill
+from tasks.generate.context import PromptContext
+from tasks.generate.files import read_back, snapshot, write_files
+from tasks.generate.gates import Evidence, GateDecision, GateName, evaluate, execution
+from tasks.generate.rounds import BudgetExhaustedError, Conversation
+from tasks.generate.skills import Skill
 from tasks.generate.targets import Target
-from tasks.generate.types import Exchange, FileOutcome, JudgeRecord
-from tasks.model.client import CallRecord, ModelClient
-from tasks.model.messages import prepare_messages
-from tasks.model.prompts import format_failure_output, render
-from tasks.model.schemas import JudgeVerdict, schema_text
+from tasks.generate.types import FileOutcome, JudgeRecord
+from tasks.model.client import ModelClient
+from tasks.model.feedback import format_failure_output
 from tasks.toolchains.base import CommandRunner, Toolchain
+
+__all__ = ["DEFAULT_MAX_ITERATIONS", "BudgetExhaustedError", "generate_for_file"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ITERATIONS = 4
+#: What a round cannot measure yet (the re-runs and the judge are only worth paying for at the
+#: end), and what is measured last.
+_ROUND: tuple[GateName, ...] = ("flaky", "judge")
+_NOT_YET_JUDGED: tuple[GateName, ...] = ("judge",)
 
 
-def _static(files: dict[str, str], language: str) -> StaticVerdict | None:
-    """The static rubric over every test file written: the weakest score, all findings."""
-    verdicts = [
-        check_spec(path, text, "ruby" if language == "ruby" else "python")
-        for path, text in files.items()
-        if is_test_file(path)
-    ]
-    if not verdicts:
-        return None
-    findings: list[Finding] = [f for v in verdicts for f in v.findings]
-    return StaticVerdict(score=min(v.score for v in verdicts), findings=findings)
+@dataclass(frozen=True)
+class Job:
+    """What one target's loop works with (chosen once by its job)."""
 
-
-def _feedback(
-    validation: ValidationResult, decision: GateDecision, static: StaticVerdict | None
-) -> str:
-    """The exact failure output for the fix prompt, plus forbidden static findings if any."""
-    text = format_failure_output(validation)
-    if decision.gate == "static" and static is not None:
-        lines = [
-            f"- {f.path}:{f.line} {f.rule}: {f.message}"
-            for f in static.findings
-            if f.rule in FORBIDDEN_RULES
-        ]
-        text += "\nStatic rubric: forbidden patterns (replace them with exact assertions):\n"
-        text += "\n".join(lines)
-    if decision.gate == "coverage" and not text.strip():
-        text = "\n".join(decision.reasons)
-    return text.strip() or "\n".join(decision.reasons)
-
-
-class BudgetExhaustedError(AutopilotError):
-    """The run's model-call budget is spent: the file stops cleanly where it is."""
-
-
-class _Run:
-    """State of one target's loop (kept small: the loop itself reads top to bottom)."""
-
-    def __init__(
-        self,
-        target: Target,
-        client: ModelClient,
-        max_calls: int | None,
-        time_limit_s: float | None = None,
-    ) -> None:
-        self.target = target
-        self.client = client
-        self.max_calls = max_calls
-        self.time_limit_s = time_limit_s
-        self.started = time.monotonic()
-        self.records: list[CallRecord] = []
-        self.exchanges: list[Exchange] = []
-        self.files: dict[str, str] = {}
-
-    def check_budget(self, needed: int = 1) -> None:
-        """Raise BudgetExhaustedError when `needed` more calls would pass the run's budget, or
-        the file's time limit is reached (checked between steps, never in the middle of one)."""
-        if self.max_calls is not None and self.client.calls + needed > self.max_calls:
-            raise BudgetExhaustedError(
-                f"{self.target.source}: model call budget of {self.max_calls} calls exhausted"
-            )
-        self.check_time()
-
-    def check_time(self) -> None:
-        """Raise BudgetExhaustedError when the file's time limit is reached (the first round
-        always runs: a file that was started gets at least one complete try)."""
-        limit = self.time_limit_s
-        if limit is None or not self.exchanges:
-            return
-        if time.monotonic() - self.started >= limit:
-            raise BudgetExhaustedError(f"{self.target.source}: time limit of {limit:g} s reached")
-
-    def ask(self, name: str, chosen: Skill, parse_project: Path, /, **variables: Any) -> None:
-        self.check_budget()
-        rendered = render(name, path=self.target.source, **variables)
-        # Archived exactly as sent: redacted, with the file it is about named.
-        messages = prepare_messages(rendered.messages(), self.target.source)
-        exchange = Exchange(
-            iteration=len(self.exchanges) + 1,
-            prompt_name=rendered.meta.name,
-            prompt_version=rendered.meta.version,
-            prompt_sha256=rendered.meta.sha256,
-            messages=messages,
-        )
-        self.exchanges.append(exchange)
-        parser = reply_parser(
-            parse_project, self.target, chosen, exchange.replies, written=self.files
-        )
-        try:
-            files, record = self.client.complete_parsed(
-                "generator", messages, parser, prompt=rendered.meta, about=self.target.source
-            )
-        except AutopilotError as exc:
-            exchange.error = str(exc)
-            self.records.extend(
-                r for r in self.client.records[-1:] if r.about == self.target.source
-            )
-            raise
-        self.records.append(record)
-        exchange.tokens = record.input_tokens + record.output_tokens
-        self.files.update(files)
+    project: Path
+    target: Target
+    chain: Toolchain
+    runner: CommandRunner
+    settings: Settings
+    skill: Skill
+    context: PromptContext
+    baseline_failing: frozenset[str] = frozenset()
 
 
 def generate_for_file(
     project: Path,
     target: Target,
     *,
-    toolchain: Toolchain,
+    chain: Toolchain,
     runner: CommandRunner,
     client: ModelClient,
     settings: Settings,
+    skill: Skill,
+    context: PromptContext,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
-    context: PromptContext | None = None,
-    skills: list[Skill] | None = None,
     baseline_failing: frozenset[str] = frozenset(),
     max_model_calls: int | None = None,
     time_limit_s: float | None = None,
@@ -169,15 +78,15 @@ def generate_for_file(
     Args:
         project: the target's own copy of the project (written to; thrown away by the caller).
         target: the source file and its existing and new spec paths.
-        toolchain: runs the tests with coverage and lints them.
+        chain: the project's toolchain (runs the tests with coverage, lints, parses them).
         runner: the sandbox over `project`.
         client: the model client (generator and judge roles).
         settings: gates, judge samples, sandbox timeout.
+        skill: the one skill of the target's kind.
+        context: the target's prompt context (part of its job's cache key).
         max_iterations: generate + fix rounds at most.
-        context: the prompt context, when the caller built it already (for its cache key).
-        skills: the skills to choose from (default: skills/).
         baseline_failing: example ids failing before the run, so a whole-suite check after a
-            shared-factory change blames only new failures.
+            shared-support change blames only new failures.
         max_model_calls: the run's budget, counted on `client` (shared by every file); when a
             call would pass it, the file ends as an error saying so.
         time_limit_s: the file's wall-clock budget, checked before each model call, test run
@@ -194,149 +103,222 @@ def generate_for_file(
         spec=target.spec,
         verdict="error",
         coverage_before=target.coverage_before,
+        skill=skill.name,
     )
-    run = _Run(target, client, max_model_calls, time_limit_s)
+    rules = chain.file_rules(project)
+    talk = Conversation(
+        target, client, skill, rules, max_calls=max_model_calls, time_limit_s=time_limit_s
+    )
+    job = Job(
+        project=project,
+        target=target,
+        chain=chain,
+        runner=runner,
+        settings=settings,
+        skill=skill,
+        context=context,
+        baseline_failing=baseline_failing,
+    )
     try:
-        _generate(
-            project,
-            target,
-            outcome,
-            run,
-            toolchain=toolchain,
-            runner=runner,
-            settings=settings,
-            max_iterations=max(1, max_iterations),
-            context=context,
-            skills=skills,
-            baseline_failing=baseline_failing,
-        )
+        _generate(job, outcome, talk, max(1, max_iterations))
     except AutopilotError as exc:
         outcome.verdict, outcome.gate, outcome.reasons = "error", None, [str(exc)]
     except Exception as exc:  # one file's crash must not sink the run
         log.exception("%s: generation crashed", target.source)
         outcome.verdict, outcome.gate = "error", None
         outcome.reasons = [f"{target.source}: internal error: {type(exc).__name__}: {exc}"]
-    outcome.exchanges = run.exchanges
-    outcome.model_calls = len(run.records)
-    outcome.tokens = sum(r.input_tokens + r.output_tokens for r in run.records)
+    outcome.exchanges = talk.exchanges
+    outcome.model_calls = len(talk.records)
+    outcome.tokens = sum(r.input_tokens + r.output_tokens for r in talk.records)
     return outcome
 
 
-def _generate(
-    project: Path,
-    target: Target,
-    outcome: FileOutcome,
-    run: _Run,
-    *,
-    toolchain: Toolchain,
-    runner: CommandRunner,
-    settings: Settings,
-    max_iterations: int,
-    context: PromptContext | None,
-    skills: list[Skill] | None,
-    baseline_failing: frozenset[str],
-) -> None:
-    skill = choose_skill(target.source, target.kind, skills=skills)
-    outcome.skill = skill.name
-    language = skill.language
-    ctx = context or build_context(project, target, language)
+def _generate(job: Job, outcome: FileOutcome, talk: Conversation, max_iterations: int) -> None:
+    """The rounds, then the evidence that is only worth paying for at the end, gate by gate."""
+    evidence, decision, originals = _rounds(job, outcome, talk, max_iterations)
+    changed = {p: t for p, t in talk.files.items() if originals.get(p) != t}
+    _record_draft(outcome, job.target, evidence, talk, changed)
+    if decision.accepted:
+        evidence.reruns = _reruns(job, talk, outcome)
+        decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_JUDGED)
+    if decision.accepted:
+        evidence.shared_breaks = _shared_breaks(job, changed, originals)
+        decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_JUDGED)
+    if decision.accepted:
+        verdict = _judge(job, outcome, talk, evidence.validation)
+        evidence.judge_score = combined_score(evidence.static, verdict, passed=True)
+        outcome.judge_score = evidence.judge_score
+        decision = evaluate(evidence, job.settings.gates)
+        if not decision.accepted and verdict.missing:
+            decision.results[-1].reasons += [f"missing: {m}" for m in verdict.missing[:5]]
+    _finish(outcome, decision)
+
+
+def _rounds(
+    job: Job, outcome: FileOutcome, talk: Conversation, max_iterations: int
+) -> tuple[Evidence, GateDecision, dict[str, str | None]]:
+    """Generate, then fix with the exact failure output, until the gates that a round can
+    measure pass (everything but the re-runs and the judge) or the rounds run out."""
+    ctx, target = job.context, job.target
     common = {
         **ctx.variables(),
-        "kind": target.kind.value,
+        "kind": target.kind,
         "expected_spec": target.spec,
-        "skill_name": skill.name,
-        "skill": skill.body,
+        "skill_name": job.skill.name,
+        "skill": job.skill.body,
     }
-    no_gain_flaky = settings.gates.model_copy(update={"flaky_runs": 0})
     originals: dict[str, str | None] = {}
-    validation: ValidationResult | None = None
-    static: StaticVerdict | None = None
-    decision = GateDecision(accepted=False, gate="load", reasons=["no draft"])
+    evidence: Evidence | None = None
+    decision = GateDecision.reject("load", ["no draft"])
     for iteration in range(1, max_iterations + 1):
         outcome.iterations = iteration
-        if iteration == 1:
-            run.ask("generate", skill, project, docs=ctx.docs, **common)
+        if evidence is None:
+            talk.ask("generate", job.project, docs=ctx.docs, **common)
         else:
-            assert validation is not None
-            previous = [{"path": p, "text": t} for p, t in run.files.items()]
-            run.ask(
+            previous = [{"path": p, "text": t} for p, t in talk.files.items()]
+            talk.ask(
                 "fix",
-                skill,
-                project,
+                job.project,
                 previous_files=previous,
-                failure_output=_feedback(validation, decision, static),
+                failure_output=_feedback(evidence, decision),
                 iteration=iteration,
                 **common,
             )
-        new_paths = [p for p in run.files if p not in originals]
-        originals.update(snapshot(project, new_paths))
-        write_files(project, run.files)
-        paths = list(run.files)
-        offences = toolchain.lint(project, paths, True, runner)
-        run.files = read_back(project, paths)  # what autocorrect made of them is what counts
-        specs = sorted({*target.specs, *(p for p in run.files if is_test_file(p))})
-        validation = toolchain.run_specs(project, specs, target.source, runner)
-        validation.lint = offences
-        static = _static(run.files, language)
-        evidence = Evidence(
-            validation=validation,
-            lint=offences,
-            coverage_before=target.coverage_before,
-            static=static,
-            forbidden_rules=FORBIDDEN_RULES,
-        )
-        # Everything but flakiness and the judge: those are only worth paying for at the end.
-        decision = evaluate(evidence, no_gain_flaky, judge=False)
+        originals.update(snapshot(job.project, [p for p in talk.files if p not in originals]))
+        evidence = _measure(job, talk)
+        decision = evaluate(evidence, job.settings.gates, skip=_ROUND)
         log.info("%s: iteration %d: %s", target.source, iteration, decision.gate or "clean")
         if decision.accepted:
             break
-    assert validation is not None
-    changed = {p: t for p, t in run.files.items() if originals.get(p) != t}
+    assert evidence is not None
+    return evidence, decision, originals
+
+
+def _measure(job: Job, talk: Conversation) -> Evidence:
+    """Write the draft, lint it with autocorrect, run its tests with coverage, and check it
+    with the static rubric: what the autocorrected files are is what counts."""
+    write_files(job.project, talk.files)
+    paths = list(talk.files)
+    offences = job.chain.lint(job.project, paths, True, job.runner)
+    talk.files = read_back(job.project, paths)
+    specs = sorted({*job.target.specs, *(p for p in talk.files if talk.rules.is_test_file(p))})
+    validation = job.chain.run_specs(job.project, specs, job.target.source, job.runner)
+    validation.lint = offences
+    return Evidence(
+        validation=validation,
+        lint=offences,
+        coverage_before=job.target.coverage_before,
+        static=_static(talk.files, job.chain, talk),
+        forbidden_rules=FORBIDDEN_RULES,
+    )
+
+
+def _static(files: dict[str, str], chain: Toolchain, talk: Conversation) -> StaticVerdict | None:
+    """The static rubric over every test file written: the weakest score, all findings."""
+    verdicts = [
+        check_spec(path, text, chain)
+        for path, text in files.items()
+        if talk.rules.is_test_file(path)
+    ]
+    if not verdicts:
+        return None
+    findings: list[Finding] = [f for v in verdicts for f in v.findings]
+    return StaticVerdict(score=min(v.score for v in verdicts), findings=findings)
+
+
+def _feedback(evidence: Evidence, decision: GateDecision) -> str:
+    """The exact failure output for the fix prompt, plus forbidden static findings if any."""
+    text = format_failure_output(evidence.validation)
+    if decision.gate == "static" and evidence.static is not None:
+        lines = [
+            f"- {f.path}:{f.line} {f.rule}: {f.message}"
+            for f in evidence.static.findings
+            if f.rule in FORBIDDEN_RULES
+        ]
+        text += "\nStatic rubric: forbidden patterns (replace them with exact assertions):\n"
+        text += "\n".join(lines)
+    if decision.gate == "coverage" and not text.strip():
+        text = "\n".join(decision.reasons)
+    return text.strip() or "\n".join(decision.reasons)
+
+
+def _record_draft(
+    outcome: FileOutcome,
+    target: Target,
+    evidence: Evidence,
+    talk: Conversation,
+    changed: dict[str, str],
+) -> None:
+    """What the last round produced, on the outcome (whatever the gates say)."""
+    validation = evidence.validation
     outcome.files = changed
     outcome.validation = validation
     outcome.coverage_after = round(validation.coverage.ratio, 4) if validation.coverage else None
-    outcome.static_score = static.score if static is not None else None
-    outcome.spec = target.spec if target.spec in run.files else _first_test(run.files, target)
-    if not decision.accepted:
-        _finish(outcome, decision)
-        return
+    outcome.static_score = evidence.static.score if evidence.static is not None else None
+    if target.spec not in talk.files:
+        outcome.spec = next((p for p in talk.files if talk.rules.is_test_file(p)), target.spec)
+
+
+def _reruns(job: Job, talk: Conversation, outcome: FileOutcome) -> list[ValidationResult]:
+    """The flakiness re-runs: pass or fail is all they must show (no coverage measured, a
+    process less each); the first failing one ends them."""
+    specs = sorted({*job.target.specs, *(p for p in talk.files if talk.rules.is_test_file(p))})
     reruns: list[ValidationResult] = []
-    for _ in range(settings.gates.flaky_runs):
-        run.check_time()
-        # Pass or fail is all a re-run must show: no coverage measured (a process less each).
-        again = toolchain.run_specs(project, specs, target.source, runner, coverage=False)
+    for _ in range(job.settings.gates.flaky_runs):
+        talk.check_time()
+        again = job.chain.run_specs(
+            job.project, specs, job.target.source, job.runner, coverage=False
+        )
         reruns.append(again)
-        if not execution_gate(again).accepted:
+        if not execution(again).accepted:
             break
     outcome.reruns = reruns
-    evidence = Evidence(
-        validation=validation,
-        reruns=reruns,
-        lint=validation.lint,
-        coverage_before=target.coverage_before,
-        static=static,
-        forbidden_rules=FORBIDDEN_RULES,
+    return reruns
+
+
+def _shared_breaks(
+    job: Job, changed: dict[str, str], originals: dict[str, str | None]
+) -> list[str]:
+    """What a changed existing shared support file (a factory, conftest.py) breaks: other tests
+    depend on it, so the whole suite must still pass with it ([] when none changed)."""
+    rules = job.chain.file_rules(job.project)
+    touched = sorted(
+        p for p in changed if originals.get(p) is not None and rules.is_support_file(p)
     )
-    decision = evaluate(evidence, settings.gates, judge=False)
-    if decision.accepted:
-        decision = _shared_files_check(
-            project, changed, originals, toolchain, runner, baseline_failing
-        )
-    if not decision.accepted:
-        _finish(outcome, decision)
-        return
-    spec_text = run.files[outcome.spec]
-    run.check_budget(settings.model.judge_samples)
+    if not touched:
+        return []
+    suite = job.chain.run_suite(job.project, job.runner).validation
+    names = ", ".join(touched)
+    if not suite.loaded:
+        return [
+            f"changed shared file(s) {names}: the suite no longer loads",
+            suite.load_error or "",
+        ]
+    broken = [
+        f"{e.id}: {_first_line(e.message) or e.status}"
+        for e in suite.examples
+        if e.status in ("failed", "error") and e.id not in job.baseline_failing
+    ]
+    return [f"changed shared file(s) {names} break other specs", *broken] if broken else []
+
+
+def _judge(
+    job: Job, outcome: FileOutcome, talk: Conversation, proof: ValidationResult
+) -> LLMVerdict:
+    """The LLM judge's samples on the spec that passed everything else; its prompt is archived
+    as it was sent, its verdict as the judge API returns it."""
+    spec_text = talk.files[outcome.spec]
+    talk.check_budget(job.settings.model.judge_samples)
     verdict = judge_with_model(
-        run.client,
-        proof=validation,
+        talk.client,
+        proof=proof,
         spec_path=outcome.spec,
         spec_text=spec_text,
-        source_path=target.source,
-        source_text=ctx.source,
-        language="ruby" if language == "ruby" else "python",
-        samples=settings.model.judge_samples,
-        records=run.records,
+        source_path=job.target.source,
+        source_text=job.context.source,
+        language=job.chain.language,
+        samples=job.settings.model.judge_samples,
+        records=talk.records,
     )
     outcome.judge = JudgeRecord(
         spec=outcome.spec,
@@ -347,82 +329,19 @@ def _generate(
         prompt_version=verdict.prompt_version,
         rubric_version=verdict.rubric_version,
     )
-    run.exchanges.append(_judge_exchange(len(run.exchanges) + 1, outcome, ctx, language, spec_text))
-    run.exchanges[-1].tokens = verdict.tokens
-    evidence.judge_score = combined_score(static, verdict, passed=True)
-    outcome.judge_score = evidence.judge_score
-    decision = evaluate(evidence, settings.gates)
-    if not decision.accepted and verdict.missing:
-        decision.reasons += [f"missing: {m}" for m in verdict.missing[:5]]
-    _finish(outcome, decision)
-
-
-def _judge_exchange(
-    index: int, outcome: FileOutcome, ctx: PromptContext, language: str, spec_text: str
-) -> Exchange:
-    """The judge's request as it was sent (redacted), for the archive; its replies are kept parsed
-    (the verdict: samples, reasons, missing), which is what the judge API returns."""
-    rendered = render(
-        "judge",
-        path=outcome.spec,
-        language=language,
-        source_path=outcome.source,
-        source=ctx.source,
-        spec=spec_text,
-        rubric=load_rubric().text,
-        reply_schema=schema_text(JudgeVerdict),
-    )
-    judge = outcome.judge.model_dump_json() if outcome.judge is not None else ""
-    return Exchange(
-        iteration=index,
-        prompt_name=rendered.meta.name,
-        prompt_version=rendered.meta.version,
-        prompt_sha256=rendered.meta.sha256,
-        messages=prepare_messages(rendered.messages(), outcome.spec),
-        replies=[judge],
-    )
-
-
-def _first_test(files: dict[str, str], target: Target) -> str:
-    return next((p for p in files if is_test_file(p)), target.spec)
+    if verdict.prompt is not None:
+        exchange = talk.record_exchange(
+            verdict.prompt, verdict.messages, [outcome.judge.model_dump_json()]
+        )
+        exchange.tokens = verdict.tokens
+    return verdict
 
 
 def _finish(outcome: FileOutcome, decision: GateDecision) -> None:
     outcome.verdict = "accepted" if decision.accepted else "rejected"
     outcome.gate = decision.gate
     outcome.reasons = list(decision.reasons)
-
-
-def _shared_files_check(
-    project: Path,
-    changed: dict[str, str],
-    originals: dict[str, str | None],
-    toolchain: Toolchain,
-    runner: CommandRunner,
-    baseline_failing: frozenset[str],
-) -> GateDecision:
-    """A changed existing factory (or conftest/support file) is accepted only when the whole
-    suite still passes with it: other specs depend on it."""
-    touched = sorted(p for p in changed if originals.get(p) is not None and is_shared_support(p))
-    if not touched:
-        return GateDecision(accepted=True)
-    suite = toolchain.run_suite(project, runner).validation
-    names = ", ".join(touched)
-    if not suite.loaded:
-        return GateDecision.reject(
-            "pass",
-            [f"changed shared file(s) {names}: the suite no longer loads", suite.load_error or ""],
-        )
-    broken = [
-        f"{e.id}: {_first_line(e.message) or e.status}"
-        for e in suite.examples
-        if e.status in ("failed", "error") and e.id not in baseline_failing
-    ]
-    if broken:
-        return GateDecision.reject(
-            "pass", [f"changed shared file(s) {names} break other specs", *broken]
-        )
-    return GateDecision(accepted=True)
+    outcome.gates = list(decision.results)
 
 
 def _first_line(text: str | None) -> str:

@@ -105,7 +105,7 @@ def table_rows(outcomes: Iterable[FileOutcome]) -> list[dict[str, object]]:
     return [
         {
             "file": o.source,
-            "kind": o.kind.value,
+            "kind": o.kind,
             "verdict": o.verdict + (" (cached)" if o.cached else ""),
             "failed gate": o.gate or "-",
             "iterations": o.iterations,

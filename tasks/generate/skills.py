@@ -7,7 +7,8 @@ prompt injects; the version and sha256 go into the run's metadata and cache keys
 
 Exactly one skill applies to each file. When the file's kind is known (a ``SourceFile`` from the
 mapping, which decides kinds by location), the skill of that kind is chosen; every
-``SourceKind`` has exactly one skill, which ``load_skills`` enforces. Given only a path, the
+kind a registered toolchain declares (``Toolchain.kinds``) has exactly one skill, which
+``load_skills`` enforces. Given only a path, the
 skill whose ``applies_to`` globs match it (and whose ``excludes`` do not) is chosen; the globs are
 disjoint, and zero or several matches raise.
 """
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tasks.core.errors import ConfigError
 from tasks.core.resources import resource_path
 from tasks.core.types import SourceFile, SourceKind
+from tasks.toolchains import registry
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +82,8 @@ class Skill(BaseModel):
 
     @property
     def language(self) -> str:
-        """The language of the tests it writes: python or ruby."""
-        return "python" if self.meta.kind is SourceKind.PYTHON else "ruby"
+        """The language of the tests it writes: that of the toolchain declaring its kind."""
+        return registry.owner_of_kind(self.meta.kind).language
 
     def applies_to(self, path: str) -> bool:
         """Whether the skill's globs select this source path."""
@@ -152,6 +154,10 @@ def load_skill(path: Path) -> Skill:
         raise SkillError(f"skill {label}: invalid front matter: {first}") from exc
     if meta.name != path.stem:
         raise SkillError(f"skill {label}: front matter name is {meta.name!r}")
+    kinds = registry.kinds()
+    if meta.kind not in kinds:
+        known = ", ".join(kinds)
+        raise SkillError(f"skill {label}: kind {meta.kind!r} is no toolchain's (known: {known})")
     body = text[m.end() :].strip() + "\n"
     for section in _SECTIONS:
         if not re.search(rf"^{re.escape(section)}\s*$", body, re.MULTILINE):
@@ -186,10 +192,10 @@ def load_skills(directory: Path | None = None) -> list[Skill]:
             skills.append(load_skill(path))
         except SkillError as exc:
             errors.append(str(exc))
-    for kind in SourceKind:
-        owners = [s.name for s in skills if s.meta.kind is kind]
+    for kind in registry.kinds():
+        owners = [s.name for s in skills if s.meta.kind == kind]
         if len(owners) != 1:
-            errors.append(f"kind {kind.value}: {len(owners)} skills {owners}, expected exactly 1")
+            errors.append(f"kind {kind}: {len(owners)} skills {owners}, expected exactly 1")
     if errors:
         raise SkillError("; ".join(errors))
     logger.debug("loaded %d skills from %s", len(skills), root)
@@ -222,8 +228,8 @@ def choose_skill(
     pool = skills if skills is not None else load_skills()
     if kind is not None:
         # The mapping decided the kind by location; the kind is authoritative.
-        matches = [s for s in pool if s.meta.kind is SourceKind(kind)]
-        how = f"kind {SourceKind(kind).value}"
+        matches = [s for s in pool if s.meta.kind == kind]
+        how = f"kind {kind}"
     else:
         matches = [s for s in pool if s.applies_to(path)]
         how = "its location"

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from tasks.core.types import Exchange, SourceKind, ValidationResult
-from tasks.generate.gates import GateName
+from tasks.generate.gates import GateName, GateResult
 
 __all__ = ["Exchange", "FileOutcome", "JudgeRecord", "Verdict"]
 
@@ -50,13 +50,16 @@ class FileOutcome(BaseModel):
     validation: ValidationResult | None = None
     reruns: list[ValidationResult] = Field(default_factory=list)
     judge: JudgeRecord | None = None
+    gates: list[GateResult] = Field(
+        default_factory=list, description="Every gate run at the end, in order"
+    )
     cached: bool = False
 
     def public(self) -> dict[str, Any]:
         """The per-file entry of ``autopilot nightly --json`` (issue 5's contract)."""
         return {
             "source": self.source,
-            "kind": self.kind.value,
+            "kind": self.kind,
             "spec": self.spec,
             "verdict": self.verdict,
             "gate": self.gate,

@@ -37,7 +37,6 @@ __all__ = [
     "BranchExistsError",
     "GitError",
     "TamperedWorktreeError",
-    "apply_patch_check",
     "check_branch_name",
     "commit_files_to_new_branch",
     "open_repo",
@@ -254,22 +253,6 @@ def commit_files_to_new_branch(
     create_branch(repo, branch, sha, "autopilot: create branch")
     log.info("created branch %s at %s with %d file(s)", branch, sha[:12], len(paths))
     return sha
-
-
-def apply_patch_check(worktree: Path, diff: str) -> str | None:
-    """Check that `diff` applies cleanly in `worktree` (nothing is written).
-
-    Returns:
-        None when it applies, otherwise git's error text (one or more lines).
-    """
-    open_repo(worktree)
-    text = diff if diff.endswith("\n") else diff + "\n"
-    done = run_git(
-        ["apply", "--check", "--verbose", "-"], cwd=worktree, input=text.encode(), check=False
-    )
-    if done.returncode == 0:
-        return None
-    return done.stderr.decode("utf-8", errors="replace").strip() or "git apply failed"
 
 
 def push_branch(repo: Path, branch: str, remote: str = "origin") -> None:

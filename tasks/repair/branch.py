@@ -65,7 +65,7 @@ def apply_in_order(
     """Apply `patches` one after the other on the tree of `base_commit` (a scratch index).
 
     Args:
-        audited: per patch, the tree its audit saw (:attr:`AuditResult.tree`), or None when no
+        audited: per patch, the tree its audit saw (:attr:`PatchReview.tree`), or None when no
             audit stands for it (a person's edited patch); a step that changes other paths, or
             other content, than its audit saw is refused.
 

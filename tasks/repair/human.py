@@ -19,9 +19,8 @@ from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 from pydantic import Field, ValidationError
 
-from tasks.keep.git import worktree
 from tasks.repair.loop import RepairEnv
-from tasks.repair.review import git_apply
+from tasks.repair.patch import git_view
 from tasks.repair.risk import parse_patch
 from tasks.repair.state import GroupState, HumanDecisionRecord
 
@@ -85,12 +84,15 @@ def _force_running() -> None:
 
 
 def _check_edit(env: RepairEnv, patch: str) -> str | None:
-    """Why a patch from a person (or approved by one) cannot be applied, or None."""
+    """Why a patch from a person (or approved by one) cannot be applied, or None: the same
+    checks as a model's patch before it runs (what git writes for it on the base commit)."""
     problems = parse_patch(patch).problems
     if problems:
         return "; ".join(problems)
-    with worktree(env.repo_root, env.base_commit) as wt:
-        return git_apply(wt, env.sub, patch, check=True)
+    view = git_view(env.repo_root, env.sub, env.base_commit, patch)
+    if isinstance(view, str):
+        return view
+    return "; ".join(view.info.problems) or None
 
 
 def hand_off(state: GroupState, env: RepairEnv, run_id: str, timeout_s: float, poll_s: int) -> None:

@@ -17,9 +17,10 @@ from tasks.core.config import Settings
 from tasks.core.types import TestCaseResult
 from tasks.model.client import ModelClient
 from tasks.repair.cache import ReplyCache
-from tasks.repair.review import audit_patch
+from tasks.repair.review import review_patch
 from tasks.repair.roles import build_context, diagnose, extend_context, surgeon
 from tasks.repair.state import Attempt, GroupState, route_after_audit, route_after_diagnosis
+from tasks.toolchains.base import Toolchain
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,8 @@ class RepairEnv:
     repo_root: Path
     sub: str
     base_commit: str
-    toolchain: str
+    #: The project's toolchain, as the settings configure it (chosen once for the run).
+    chain: Toolchain
     #: The project inside a read-only worktree at the base commit (context is read from here).
     project: Path
     all_failures: list[TestCaseResult] = field(default_factory=list)
@@ -44,10 +46,6 @@ class RepairEnv:
     def reply_cache(self) -> ReplyCache:
         """Replies of earlier identical questions (see tasks/repair/cache.py)."""
         return ReplyCache.under(self.settings.home)
-
-    @property
-    def language(self) -> str:
-        return "ruby" if self.toolchain == "ruby-rspec" else "python"
 
 
 def now() -> dt.datetime:
@@ -73,11 +71,11 @@ def _step(state: GroupState, env: RepairEnv, save: SaveFn) -> None:
     elif state.step == "audit":
         attempt = state.attempts[-1]
         others = [c for c in env.all_failures if c not in state.group.tests]
-        attempt.audit = audit_patch(
+        attempt.audit = review_patch(
             repo_root=env.repo_root,
             sub=env.sub,
             base_commit=env.base_commit,
-            toolchain=env.toolchain,
+            chain=env.chain,
             patch=attempt.patch,
             group=state.group,
             diagnosis=state.diagnosis,
@@ -104,7 +102,7 @@ def run_group(state: GroupState, env: RepairEnv, save: SaveFn) -> GroupState:
     state.started_at = state.started_at or now()
     try:
         if state.context is None:
-            state.context = build_context(env.project, state.group, env.language)
+            state.context = build_context(env.project, state.group, env.chain)
             save(state, "context")
         while state.step not in ("done", "human"):
             _step(state, env, save)

@@ -19,7 +19,6 @@ from pathlib import Path
 from tasks.keep.git import open_repo, scratch_index
 from tasks.keep.git_safe import NO_DIFF_PROGRAMS, GitError, git_text, run_git
 from tasks.repair.risk import PatchInfo
-from tasks.repair.scout import is_test_path
 
 #: Modes git writes for a symbolic link and a submodule (gitlink).
 SYMLINK_MODE, GITLINK_MODE = "120000", "160000"
@@ -115,7 +114,8 @@ def _project_path(path: str, sub: str) -> str | None:
 
 
 def describe(top: Path, sub: str, old: str, new: str) -> tuple[dict[str, Change], PatchInfo]:
-    """The change from tree `old` to tree `new`, and what the risk rules need to know of it."""
+    """The change from tree `old` to tree `new`, and what the risk rules need to know of it
+    (the added and removed lines of every changed file: the rules read the tests')."""
     changes = tree_changes(top, old, new)
     stats = _numstat(top, old, new)
     info = PatchInfo()
@@ -141,7 +141,7 @@ def describe(top: Path, sub: str, old: str, new: str) -> tuple[dict[str, Change]
             info.mode_changes.append(f"{rel}: mode {change.old_mode} -> {change.new_mode}")
         elif change.status == "A" and change.new_mode == "100755":
             info.mode_changes.append(f"{rel}: added as an executable file")
-        if is_test_path(rel) and change.status != "D":
+        if change.status != "D":
             added, removed = _line_texts(top, old, new, path)
             info.added_text[rel], info.removed_text[rel] = added, removed
     if not changes:

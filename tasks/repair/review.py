@@ -1,4 +1,5 @@
-"""The auditor: static checks, risk, and a sandbox re-run of a patch. Verdict in AuditResult.
+"""The patch review (the repair's auditor): static checks, risk, and a sandbox re-run of a
+patch; the verdict is a :class:`~tasks.repair.state.PatchReview`.
 
 The patch is judged by what git will write (:mod:`tasks.repair.patch`: applied to a scratch
 index at the base commit, read back with ``git diff-tree``), never by its headers alone. Static:
@@ -17,66 +18,34 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import sys
-import tempfile
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from tasks.core.config import Settings
+from tasks.core.json_store import JsonStore
 from tasks.core.types import TestCaseResult, ValidationResult
 from tasks.keep.git import worktree
-from tasks.keep.git_safe import run_git
-from tasks.model.prompts import format_failure_output
-from tasks.model.schemas import Diagnosis
-from tasks.repair.patch import (
-    apply_args,
-    apply_to_worktree,
-    git_view,
-    patch_bytes,
-    symlinks_in_base,
-)
+from tasks.model.feedback import format_failure_output
+from tasks.model.replies import Diagnosis
+from tasks.repair.patch import GitView, apply_to_worktree, git_view, symlinks_in_base
 from tasks.repair.risk import parse_patch, risk_reasons
-from tasks.repair.scout import error_type_of, is_test_path
-from tasks.repair.state import AuditResult, FailureGroup
+from tasks.repair.scout import error_type_of
+from tasks.repair.state import FailureGroup, PatchReview
 from tasks.sandbox.cache import cache_key
 from tasks.sandbox.runners import make_runner
-from tasks.toolchains.base import CommandRunner
+from tasks.toolchains import registry
+from tasks.toolchains.base import CommandRunner, FileRules, Toolchain
 from tasks.toolchains.mapping import map_repo
-from tasks.toolchains.registry import get_toolchain
 
 log = logging.getLogger(__name__)
 
 
-def git_apply(root: Path, sub: str, diff: str, *, check: bool, reverse: bool = False) -> str | None:
-    """`git apply [--check] [--reverse]` of `diff` at the worktree `root` (index and files),
-    paths under `sub`, through the hardened git of :mod:`tasks.keep.git_safe`.
-
-    Returns:
-        None when it applies (or applied), else git's message.
-    """
-    args = apply_args(sub, cached=False, reverse=reverse, check=check)
-    done = run_git(args, cwd=root, input=patch_bytes(diff), check=False, timeout=60)
-    if done.returncode != 0:
-        text = (done.stderr or done.stdout).decode("utf-8", errors="replace").strip()
-        return text or f"git apply exited {done.returncode}"
-    return None
-
-
 def syntax_errors(project: Path, files: list[str], runner: CommandRunner) -> list[str]:
-    """`ruby -c` / Python's parser on the changed files that exist; one line per broken file."""
+    """The syntax check of every changed file that exists (the check of the first toolchain
+    whose language the file is: ``ruby -c``, Python's parser), one line per broken file."""
     errors: list[str] = []
     for path in files:
-        if not (project / path).is_file():
-            continue
-        if path.endswith((".rb", ".rake")) or path.rsplit("/", 1)[-1] in ("Gemfile", "Rakefile"):
-            argv = ["ruby", "-c", path]
-        elif path.endswith(".py"):
-            # ast.parse, not py_compile: nothing is written into the worktree.
-            code = "import ast,sys; ast.parse(open(sys.argv[1],'rb').read(), sys.argv[1])"
-            argv = [sys.executable, "-c", code, path]
-        else:
+        argv = registry.syntax_check(path) if (project / path).is_file() else None
+        if argv is None:
             continue
         result = runner.run(argv, cwd=project, timeout_s=60)
         if result.exit_code != 0:
@@ -85,42 +54,20 @@ def syntax_errors(project: Path, files: list[str], runner: CommandRunner) -> lis
     return errors
 
 
-def _cache_path(home: Path, key: str) -> Path:
-    return home / "cache" / "repair" / f"{key}.json"
-
-
-def _cached_validation(home: Path, key: str) -> ValidationResult | None:
-    try:
-        return ValidationResult.model_validate_json(_cache_path(home, key).read_text("utf-8"))
-    except (OSError, ValidationError):
-        return None
-
-
-def _store_validation(home: Path, key: str, result: ValidationResult) -> None:
-    path = _cache_path(home, key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(result.model_dump_json())
-        os.replace(tmp, path)
-    except OSError as exc:
-        log.warning("%s: could not store the validation: %s", path, exc)
-
-
-def rerun_specs(project: Path, toolchain: str, group: FailureGroup, files: list[str]) -> list[str]:
-    """The failing examples' files plus the specs mapped to changed sources (the neighbours)."""
+def rerun_specs(
+    project: Path, toolchain: str, rules: FileRules, group: FailureGroup, files: list[str]
+) -> list[str]:
+    """The failing examples' files plus the specs mapped to changed sources (the neighbours)
+    and the changed test files themselves."""
     specs = dict.fromkeys(group.spec_files)
-    changed_sources = {f for f in files if not is_test_path(f)}
-    changed_specs = [f for f in files if is_test_path(f) and (project / f).is_file()]
+    changed_sources = {f for f in files if not rules.is_test_side(f)}
     if changed_sources:
         mapping = map_repo(project, toolchain)
         for mapped in mapping.files:
             if mapped.source in changed_sources:
                 specs.update(dict.fromkeys(mapped.specs))
-    for spec in changed_specs:
-        name = spec.rsplit("/", 1)[-1]
-        if name.endswith("_spec.rb") or (name.startswith("test_") and name.endswith(".py")):
+    for spec in files:
+        if rules.is_test_file(spec) and (project / spec).is_file():
             specs.setdefault(spec, None)
     return [s for s in specs if (project / s).is_file()]
 
@@ -183,91 +130,129 @@ def judge_rerun(
     return False, feedback, unchanged
 
 
-def audit_patch(
+def review_patch(
     *,
     repo_root: Path,
     sub: str,
     base_commit: str,
-    toolchain: str,
+    chain: Toolchain,
     patch: str,
     group: FailureGroup,
     diagnosis: Diagnosis | None,
     known_failures: list[TestCaseResult],
     settings: Settings,
-) -> AuditResult:
-    """Audit one patch: static checks, risk, then the sandbox re-run; see the module docstring.
+) -> PatchReview:
+    """Review one patch: static checks, risk, then the sandbox re-run; see the module docstring.
 
     Raises:
         SandboxError, GitError, ToolchainError: a tool failed (the flow hands the group over).
     """
+    review, view = _static_review(repo_root, sub, base_commit, patch)
+    if view is None:
+        return review
+    info = view.info
+    with worktree(repo_root, base_commit) as wt:
+        project = wt / sub if sub else wt
+        rules = chain.file_rules(project)
+        links = [p for p in info.files if (project / p).is_symlink()]
+        if links:
+            return _refused(review, [f"{p}: is a symbolic link" for p in links])
+        review.risks = risk_reasons(info, diagnosis, group, settings.repair, chain, rules)
+        error = apply_to_worktree(wt, sub, patch, view.tree)
+        if error:
+            review.static_errors = [f"git apply: {error}"]
+            review.feedback = f"The patch does not apply to the original code: {error}"
+            return review
+        runner = make_runner(settings.sandbox, root=wt)
+        review.static_errors = syntax_errors(project, info.files, runner)
+        if review.static_errors:
+            review.feedback = "The patched files do not parse: " + "; ".join(review.static_errors)
+            return review
+        review.rerun_specs = rerun_specs(project, chain.name, rules, group, info.files)
+        result = _rerun(project, chain, runner, review, base_commit, sub, patch, settings.home)
+    return _verdict(review, result, group, known_failures)
+
+
+def _static_review(
+    repo_root: Path, sub: str, base_commit: str, patch: str
+) -> tuple[PatchReview, GitView | None]:
+    """The checks before anything runs: the diff's text, symbolic links at the base, what git
+    writes for it. Returns the review so far and git's view (None: refused)."""
     first = parse_patch(patch)
-    base = AuditResult(
+    review = PatchReview(
         verdict="NEEDS_REVISION", changed_files=first.files, changed_lines=first.changed_lines
     )
     if first.problems:
-        base.static_errors = first.problems
-        base.feedback = "Patch refused: " + "; ".join(first.problems)
-        return base
+        return _refused(review, first.problems), None
     links = symlinks_in_base(repo_root, sub, base_commit, first.files)
     if links:
-        base.static_errors = [f"{p}: is a symbolic link" for p in links]
-        base.feedback = "Patch refused: " + "; ".join(base.static_errors)
-        return base
+        return _refused(review, [f"{p}: is a symbolic link" for p in links]), None
     view = git_view(repo_root, sub, base_commit, patch)
     if isinstance(view, str):
-        base.static_errors = [f"git apply: {view}"]
-        base.feedback = f"The patch does not apply to the original code: {view}"
-        return base
+        review.static_errors = [f"git apply: {view}"]
+        review.feedback = f"The patch does not apply to the original code: {view}"
+        return review, None
     info = view.info
     # From here on, the paths and counts are git's, not the headers'.
-    base.changed_files, base.changed_lines, base.tree = info.files, info.changed_lines, view.tree
+    review.changed_files, review.changed_lines, review.tree = (
+        info.files,
+        info.changed_lines,
+        view.tree,
+    )
     if info.problems:
-        base.static_errors = info.problems
-        base.feedback = "Patch refused: " + "; ".join(info.problems)
-        return base
-    with worktree(repo_root, base_commit) as wt:
-        project = wt / sub if sub else wt
-        links = [p for p in info.files if (project / p).is_symlink()]
-        if links:
-            base.static_errors = [f"{p}: is a symbolic link" for p in links]
-            base.feedback = "Patch refused: " + "; ".join(base.static_errors)
-            return base
-        base.risks = risk_reasons(info, diagnosis, group, settings.repair)
-        error = apply_to_worktree(wt, sub, patch, view.tree)
-        if error:
-            base.static_errors = [f"git apply: {error}"]
-            base.feedback = f"The patch does not apply to the original code: {error}"
-            return base
-        runner = make_runner(settings.sandbox, root=wt)
-        base.static_errors = syntax_errors(project, info.files, runner)
-        if base.static_errors:
-            base.feedback = "The patched files do not parse: " + "; ".join(base.static_errors)
-            return base
-        specs = rerun_specs(project, toolchain, group, info.files)
-        base.rerun_specs = specs
-        digest = hashlib.sha256(patch.encode()).hexdigest()
-        extra = json.dumps([toolchain, sub, settings.python, "v1"])
-        key = cache_key(base_commit, digest, specs, extra=extra)
-        result = _cached_validation(settings.home, key)
-        if result is None:
-            result = get_toolchain(toolchain, settings.python).run_specs(
-                project, specs, None, runner
-            )
-            if result.reason is None:  # a timeout may be transient: never cache it
-                _store_validation(settings.home, key, result)
-        else:
-            base.cached = True
-    base.rerun_output = format_failure_output(result) or (
+        return _refused(review, info.problems), None
+    return review, view
+
+
+def _refused(review: PatchReview, problems: list[str]) -> PatchReview:
+    review.static_errors = list(problems)
+    review.feedback = "Patch refused: " + "; ".join(problems)
+    return review
+
+
+def _rerun(
+    project: Path,
+    chain: Toolchain,
+    runner: CommandRunner,
+    review: PatchReview,
+    base_commit: str,
+    sub: str,
+    patch: str,
+    home: Path,
+) -> ValidationResult:
+    """The re-run of the review's specs in the patched worktree, or its earlier result for an
+    identical (commit, patch, specs, toolchain configuration): level 1 of the two-level cache."""
+    digest = hashlib.sha256(patch.encode()).hexdigest()
+    extra = json.dumps([chain.name, sub, chain.config_digest(project), "v2"])
+    key = cache_key(base_commit, digest, review.rerun_specs, extra=extra)
+    store = JsonStore(home / "cache" / "repair", ValidationResult)
+    result = store.get(key)
+    if result is not None:
+        review.cached = True
+        return result
+    result = chain.run_specs(project, review.rerun_specs, None, runner)
+    if result.reason is None:  # a timeout may be transient: never cache it
+        store.put(key, result)
+    return result
+
+
+def _verdict(
+    review: PatchReview,
+    result: ValidationResult,
+    group: FailureGroup,
+    known_failures: list[TestCaseResult],
+) -> PatchReview:
+    review.rerun_output = format_failure_output(result) or (
         f"{len(result.examples)} examples ran, all passed"
     )
     passed, feedback, wrong = judge_rerun(group, result, known_failures)
-    base.diagnosis_wrong = wrong
+    review.diagnosis_wrong = wrong
     if not passed:
-        base.feedback = feedback
-        return base
-    if base.risks:
-        base.verdict = "RISKY"
-        base.feedback = "Tests pass, but the patch needs a person: " + "; ".join(base.risks)
-        return base
-    base.verdict = "PASSED"
-    return base
+        review.feedback = feedback
+        return review
+    if review.risks:
+        review.verdict = "RISKY"
+        review.feedback = "Tests pass, but the patch needs a person: " + "; ".join(review.risks)
+        return review
+    review.verdict = "PASSED"
+    return review

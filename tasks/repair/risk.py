@@ -19,26 +19,18 @@ import re
 from dataclasses import dataclass, field
 
 from tasks.core.config import RepairSettings
-from tasks.model.schemas import Diagnosis
-from tasks.repair.scout import is_test_path
+from tasks.model.replies import Diagnosis
 from tasks.repair.state import FailureGroup
+from tasks.toolchains import registry
+from tasks.toolchains.base import FileRules, Toolchain
 
-_MANIFESTS = {
-    "Gemfile",
-    "Gemfile.lock",
-    "gems.rb",
-    "gems.locked",
+#: Dependency manifests and lock files of ecosystems no registered toolchain covers (a Rails
+#: app may hold a package.json); each toolchain adds its own (``Toolchain.manifests``).
+_OTHER_MANIFESTS = (
     "package.json",
     "package-lock.json",
     "yarn.lock",
     "pnpm-lock.yaml",
-    "pyproject.toml",
-    "poetry.lock",
-    "uv.lock",
-    "Pipfile",
-    "Pipfile.lock",
-    "setup.py",
-    "setup.cfg",
     "go.mod",
     "go.sum",
     "Cargo.toml",
@@ -48,24 +40,12 @@ _MANIFESTS = {
     "build.gradle.kts",
     "composer.json",
     "composer.lock",
-}
-_MANIFEST_GLOBS = ("*.gemspec", "requirements*.txt", "constraints*.txt")
+)
 _CI = (".github/", ".gitlab-ci.yml", ".circleci/", "Jenkinsfile", ".travis.yml", ".buildkite/")
 _CI_GLOBS = ("azure-pipelines*.yml", ".gitlab/*", "bitbucket-pipelines.yml")
-_MIGRATIONS = ("db/migrate/", "db/schema.rb", "db/structure.sql", "alembic/")
-_MOCK_WORDS = re.compile(
-    r"\b(mock|mocks|mocked|stub|stubbed|double|instance_double|MagicMock|receive\(|"
-    r"RSpec::Mocks|unittest\.mock|monkeypatch)",
-    re.IGNORECASE,
-)
+#: Words of a mock in any language; each toolchain adds its framework's (``mock_words``).
+_MOCK = r"\b(mock|mocks|mocked|stub|stubbed|double)"
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
-_ASSERTION = re.compile(
-    r"\b(expect|is_expected|should|assert\w*|assert_that|pytest\.raises|self\.assert\w*)\b"
-)
-_SKIP = re.compile(
-    r"(\bxit\b|\bxdescribe\b|\bxcontext\b|\bskip\b|\bpending\b|pytest\.mark\.(skip|xfail)"
-    r"|unittest\.skip|pytest\.skip)"
-)
 
 
 @dataclass
@@ -174,17 +154,19 @@ def parse_patch(diff: str) -> PatchInfo:
     return info
 
 
-def weakened_tests(info: PatchInfo) -> list[str]:
-    """Test files where the patch removes assertions or adds a skip: fixed for the wrong reason."""
+def weakened_tests(info: PatchInfo, chain: Toolchain, rules: FileRules) -> list[str]:
+    """Test files where the patch removes assertions or adds a skip: fixed for the wrong reason
+    (what an assertion and a skip look like, the toolchain says)."""
+    assertion, skip = re.compile(chain.assertion_words), re.compile(chain.skip_words)
     reasons: list[str] = []
     for path in info.files:
-        if not is_test_path(path):
+        if not rules.is_test_side(path):
             continue
-        removed = sum(bool(_ASSERTION.search(t)) for t in info.removed_text.get(path, []))
-        added = sum(bool(_ASSERTION.search(t)) for t in info.added_text.get(path, []))
+        removed = sum(bool(assertion.search(t)) for t in info.removed_text.get(path, []))
+        added = sum(bool(assertion.search(t)) for t in info.added_text.get(path, []))
         if removed > added:
             reasons.append(f"{path}: removes {removed - added} assertion(s)")
-        if any(_SKIP.search(t) for t in info.added_text.get(path, [])):
+        if any(skip.search(t) for t in info.added_text.get(path, [])):
             reasons.append(f"{path}: skips or disables a test")
     return reasons
 
@@ -199,30 +181,38 @@ def risk_reasons(
     diagnosis: Diagnosis | None,
     group: FailureGroup,
     settings: RepairSettings,
+    chain: Toolchain,
+    rules: FileRules,
 ) -> list[str]:
-    """Why this patch needs a person even if the tests pass ([] when it does not)."""
+    """Why this patch needs a person even if the tests pass ([] when it does not).
+
+    Manifests and migrations are every registered toolchain's (a project may hold files of
+    several stacks); the test files, assertions and mocks are the project's toolchain's.
+    """
+    manifests = (*_OTHER_MANIFESTS, *registry.manifests())
+    migrations = registry.migrations()
     reasons: list[str] = []
     for path in info.files:
         name = path.rsplit("/", 1)[-1]
-        if name in _MANIFESTS or _matches(path, _MANIFEST_GLOBS):
+        if _matches(path, manifests):
             reasons.append(f"{path}: dependency manifest or lock file")
         elif path.startswith(_CI) or name in _CI or _matches(path, _CI_GLOBS):
             reasons.append(f"{path}: CI configuration")
-        elif path.startswith(_MIGRATIONS) or "/migrations/" in f"/{path}":
+        elif _matches(path, migrations):
             reasons.append(f"{path}: database migration or schema")
         elif settings.risky_paths and _matches(path, settings.risky_paths):
             reasons.append(f"{path}: matches a configured risky path")
     reasons.extend(f"{change} (a file mode change needs a person)" for change in info.mode_changes)
     for path in info.deleted:
-        if is_test_path(path):
+        if rules.is_test_side(path):
             reasons.append(f"{path}: deletes a test file")
-    reasons.extend(weakened_tests(info))
+    reasons.extend(weakened_tests(info, chain, rules))
     if info.changed_lines > settings.max_patch_lines:
         reasons.append(
             f"{info.changed_lines} changed lines, more than max_patch_lines "
             f"({settings.max_patch_lines})"
         )
-    production = [p for p in info.files if not is_test_path(p)]
+    production = [p for p in info.files if not rules.is_test_side(p)]
     if production and diagnosis is not None:
         if diagnosis.wrong_side == "test":
             reasons.append(
@@ -234,7 +224,7 @@ def risk_reasons(
                 [diagnosis.root_cause, diagnosis.repair_strategy]
                 + [f"{c.message or ''} {c.trace or ''}" for c in group.tests]
             )
-            if _MOCK_WORDS.search(evidence):
+            if re.search(f"{_MOCK}|{chain.mock_words}", evidence, re.IGNORECASE):
                 reasons.append(
                     f"edits production code ({', '.join(production)}) where a mock is involved"
                 )

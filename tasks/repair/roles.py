@@ -22,10 +22,11 @@ from tasks.keep.git_safe import NO_DIFF_PROGRAMS, GitError, TamperedWorktreeErro
 from tasks.model.client import CallRecord, ModelClient, parse_diff_reply
 from tasks.model.messages import prepare_messages
 from tasks.model.prompts import RenderedPrompt, render
-from tasks.model.schemas import Diagnosis, schema_text
+from tasks.model.replies import Diagnosis, schema_text
 from tasks.repair.cache import ReplyCache, reply_key
-from tasks.repair.scout import error_type_of, is_test_path
+from tasks.repair.scout import error_type_of
 from tasks.repair.state import CodeSnippet, FailureGroup, GroupContext, GroupState
+from tasks.toolchains.base import FileRules, Toolchain
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def _spans(lines_wanted: list[int], total: int) -> list[tuple[int, int]]:
     return spans
 
 
-def code_context(project: Path, group: FailureGroup) -> list[CodeSnippet]:
+def code_context(project: Path, group: FailureGroup, rules: FileRules) -> list[CodeSnippet]:
     """Code around the stack-trace locations, plus the mapped source file, bounded.
 
     Files that look like secrets or leave the repository are skipped (logged), never read.
@@ -69,7 +70,7 @@ def code_context(project: Path, group: FailureGroup) -> list[CodeSnippet]:
     snippets: list[CodeSnippet] = []
     used = 0
     # Production code first: that is what a post-merge regression usually changed.
-    for path in sorted(wanted, key=lambda p: (is_test_path(p), p)):
+    for path in sorted(wanted, key=lambda p: (rules.is_test_side(p), p)):
         try:
             text = read_for_prompt(project, path)
         except BadInputError as exc:
@@ -166,9 +167,9 @@ def format_failures(cases: list[TestCaseResult]) -> str:
     return "\n".join(out)
 
 
-def build_context(project: Path, group: FailureGroup, language: str) -> GroupContext:
+def build_context(project: Path, group: FailureGroup, chain: Toolchain) -> GroupContext:
     """Everything the diagnostician and the surgeon see about `group`."""
-    code = code_context(project, group)
+    code = code_context(project, group, chain.file_rules(project))
     files = sorted({c.path for c in code})
     failures = [
         {
@@ -181,7 +182,7 @@ def build_context(project: Path, group: FailureGroup, language: str) -> GroupCon
     ]
     return GroupContext(
         path=group.primary_path,
-        language="ruby" if language == "ruby" else "python",
+        language=chain.language,
         failures=failures,
         code=code,
         git_changes=git_changes(project, files),

@@ -1,9 +1,10 @@
 """The scout: failures from reports or raw logs, grouped by signature so one cause is repaired
 once.
 
-Plain parsing is :mod:`tasks.facts.reports.read`; a log no parser understands goes to the scout
-model (:func:`scout_log`). :func:`group_failures` builds the groups: error type, message shape,
-innermost project frame, and the source file the failing spec is mapped to.
+Plain parsing is :mod:`tasks.facts.reports.read` (:func:`read_reports`); a log no parser
+understands goes to the scout model (:func:`scout_log`). :func:`group_failures` builds the
+groups: error type, message shape, innermost project frame (outside the test tree, as the
+toolchain's file rules say), and the source file the failing spec is mapped to.
 
 A suite run (no reports given) that did not load is a failure too: :func:`load_failure_cases`
 turns each test file that does not load into a file-level case carrying its load error, and a
@@ -21,42 +22,28 @@ import logging
 import re
 from pathlib import Path
 
-from tasks.audit.baseline import file_problem
+from tasks.audit.baseline import run_baseline
+from tasks.core.errors import AutopilotError, BadInputError, NotAReportError, ReportError
 from tasks.core.secrets import redact
 from tasks.core.types import Mapping, SuiteProblem, TestCaseResult
+from tasks.facts.reports.read import parse_reports
+from tasks.facts.reports.stream import iter_records
 from tasks.facts.stacktrace import locations_from_trace
 from tasks.model.client import ModelClient
 from tasks.model.prompts import render
-from tasks.model.schemas import ScoutReport, schema_text
+from tasks.model.replies import ScoutReport, schema_text
 from tasks.repair.state import FailureGroup, GroupState
-from tasks.toolchains.base import SuiteResult
+from tasks.toolchains.base import CommandRunner, FileRules, SuiteResult, Toolchain
+from tasks.toolchains.mapping import list_specs
 
 log = logging.getLogger(__name__)
 
 #: The end of a raw log is sent to the scout: runners print their failure summary last.
 MAX_LOG_CHARS = 40_000
-#: What the report parser says about a file that is no report (a raw log, for the scout).
-NOT_A_REPORT = "not a JUnit XML or RSpec JSON report"
-
-_TEST_DIRS = ("spec/", "tests/", "test/")
 #: The classname of a case that stands for a test file that does not load.
 LOAD_ERROR_CLASS = "autopilot.load-error"
 _HEADERS = ("ERROR collecting ", "An error occurred while loading ", "ImportError while loading")
 _TRAILING_TYPE = re.compile(r":\s*([A-Z][\w.:]*(?:Error|Exception|Failure|Mismatch|NotMet)\w*)\s*$")
-
-
-def is_test_path(path: str) -> bool:
-    """True for files of the test tree (specs, tests, factories, conftest)."""
-    name = path.rsplit("/", 1)[-1]
-    return (
-        path.startswith(_TEST_DIRS)
-        or "/spec/" in path
-        or "/tests/" in path
-        or name.endswith("_spec.rb")
-        or name.startswith("test_")
-        or name.endswith("_test.py")
-        or name == "conftest.py"
-    )
 
 
 def error_type_of(case: TestCaseResult) -> str:
@@ -78,10 +65,10 @@ def message_shape(message: str | None) -> str:
     return re.sub(r"\s+", " ", text)[:160]
 
 
-def innermost_project_frame(case: TestCaseResult) -> str:
+def innermost_project_frame(case: TestCaseResult, rules: FileRules) -> str:
     """The innermost repository frame outside the test tree, as path:line, or ''."""
     for loc in reversed(case.locations):
-        if not loc.path.startswith("/") and not is_test_path(loc.path):
+        if not loc.path.startswith("/") and not rules.is_test_side(loc.path):
             return f"{loc.path}:{loc.line}"
     return ""
 
@@ -141,6 +128,67 @@ def scout_log(client: ModelClient, log_path: Path, repo: Path) -> list[TestCaseR
     return cases
 
 
+def read_reports(
+    reports: list[Path], repo: Path, client: ModelClient | None
+) -> tuple[list[TestCaseResult], list[str]]:
+    """The cases of the reports, and one error line per file that stayed unusable.
+
+    Plain parsing first; a file that holds no report at all (a raw log) goes to the scout model
+    when one is configured.
+
+    Raises:
+        BadInputError: no file could be used (the first one's error).
+    """
+    run = parse_reports(reports, repo=repo)
+    cases, errors = list(run.cases), []
+    for e in run.errors:
+        if client is None or not e.not_a_report:
+            errors.append(f"{e.file}: {e.error}")
+            continue
+        try:
+            cases.extend(scout_log(client, Path(e.file), repo))
+        except (AutopilotError, OSError) as exc:
+            errors.append(f"{e.file}: {e.error}; the scout model could not read it: {exc}")
+    if errors and len(errors) == len(reports):
+        raise BadInputError(errors[0])
+    return cases, errors
+
+
+def check_reports(reports: list[Path], repo: Path, model_configured: bool) -> None:
+    """Raise the first report's error when none of `reports` can be used (their first case
+    only is read). A file that holds no report counts as usable when a model is configured:
+    the scout model reads raw logs.
+
+    Raises:
+        ReportError: every report is unusable.
+    """
+    bad: list[ReportError] = []
+    for report in reports:
+        try:
+            next(iter_records(report, repo), None)
+        except NotAReportError as exc:
+            if not model_configured:
+                bad.append(exc)
+        except ReportError as exc:
+            bad.append(exc)
+    if reports and len(bad) == len(reports):
+        raise bad[0]
+
+
+def failures_from_suite(
+    project: Path, chain: Toolchain, runner: CommandRunner, spec_timeout_s: float
+) -> tuple[list[TestCaseResult], SuiteProblem | None]:
+    """The cases of a sandboxed suite run (no reports given): its failing examples, and the
+    test files that do not load (the project's code broke them: repairable); or the problem
+    that keeps the suite from starting at all for reasons of tooling or environment (a person
+    fixes it, never a patch)."""
+    suite = run_baseline(project, chain, runner, spec_timeout_s=spec_timeout_s, contexts=False)
+    loads, problem = load_failure_cases(suite, project, chain, list_specs(project, chain.name))
+    if problem is not None:
+        log.warning("the test suite cannot start: %s", problem.one_line())
+    return [*suite.validation.examples, *loads], problem
+
+
 def _sources_of(mapping: Mapping | None) -> dict[str, str]:
     owners: dict[str, str] = {}
     for f in mapping.files if mapping else []:
@@ -150,7 +198,7 @@ def _sources_of(mapping: Mapping | None) -> dict[str, str]:
 
 
 def group_failures(
-    cases: list[TestCaseResult], mapping: Mapping | None = None
+    cases: list[TestCaseResult], rules: FileRules, mapping: Mapping | None = None
 ) -> list[FailureGroup]:
     """Group failing and erroring cases by signature, so one cause is repaired once.
 
@@ -159,6 +207,7 @@ def group_failures(
 
     Args:
         cases: Cases from the reports (any status).
+        rules: The toolchain's file rules (which frames are the tests' own).
         mapping: The repository's source -> spec mapping, for the source part.
 
     Returns:
@@ -171,7 +220,7 @@ def group_failures(
             continue
         etype = error_type_of(case)
         shape = message_shape(case.message)
-        frame = innermost_project_frame(case)
+        frame = innermost_project_frame(case, rules)
         if case.classname == LOAD_ERROR_CLASS:
             # One load error breaks every file that imports the code: one cause, one group.
             source = None
@@ -195,24 +244,16 @@ def group_failures(
     return list(groups.values())
 
 
-def _file_from_classname(classname: str, project: Path) -> str | None:
-    """`tests.test_mod.TestCls` -> `tests/test_mod.py` when that file exists."""
-    parts = [p for p in classname.split(".") if p]
-    while parts:
-        candidate = "/".join(parts) + ".py"
-        if _safe_relpath(candidate) and (project / candidate).is_file():
-            return candidate
-        parts.pop()
-    return None
-
-
-def fill_test_files(cases: list[TestCaseResult], project: Path) -> list[TestCaseResult]:
+def fill_test_files(
+    cases: list[TestCaseResult], project: Path, chain: Toolchain
+) -> list[TestCaseResult]:
     """Cases whose report named no test file get one, so they can be re-run and matched.
 
     pytest's default JUnit XML has no ``file`` attribute: the file comes from the trace's
-    frames in the test tree, else from the dotted classname. Cases that already name a file,
-    or whose file cannot be found in `project`, are returned unchanged.
+    frames in the test tree, else from the classname (as the toolchain reads it). Cases that
+    already name a file, or whose file cannot be found in `project`, are returned unchanged.
     """
+    rules = chain.file_rules(project)
     out: list[TestCaseResult] = []
     for case in cases:
         if case.file or case.status not in ("failed", "error"):
@@ -222,12 +263,12 @@ def fill_test_files(cases: list[TestCaseResult], project: Path) -> list[TestCase
             (
                 loc.path
                 for loc in case.locations
-                if is_test_path(loc.path)
+                if rules.is_test_side(loc.path)
                 and _safe_relpath(loc.path)
                 and (project / loc.path).is_file()
             ),
             None,
-        ) or _file_from_classname(case.classname, project)
+        ) or chain.file_of_case(case.classname, project)
         out.append(case.model_copy(update={"file": found}) if found else case)
     return out
 
@@ -259,7 +300,7 @@ def _load_case(file: str, problem: SuiteProblem, trace: str, project: Path) -> T
 
 
 def load_failure_cases(
-    suite: SuiteResult, project: Path, toolchain: str, test_files: list[str]
+    suite: SuiteResult, project: Path, chain: Toolchain, test_files: list[str]
 ) -> tuple[list[TestCaseResult], SuiteProblem | None]:
     """File-level cases for what did not load, and the environment problem (if any) that kept
     the whole suite from starting.
@@ -267,7 +308,7 @@ def load_failure_cases(
     Args:
         suite: the sandboxed baseline run (tasks/audit/baseline.py).
         project: the project directory.
-        toolchain: the toolchain's name.
+        chain: the toolchain (it reads its runner's load errors).
         test_files: every test file of the project.
 
     Returns:
@@ -278,7 +319,7 @@ def load_failure_cases(
     cases: list[TestCaseResult] = []
     for file in suite.broken:
         text = suite.load_errors.get(file) or suite.broken[file]
-        cases.append(_load_case(file, file_problem(toolchain, text, project), text, project))
+        cases.append(_load_case(file, chain.load_problem(text, project), text, project))
     problem = suite.validation.problem
     if suite.ran or problem is None:
         return cases, None

@@ -2,8 +2,10 @@
 
 Plain data and plain functions: no I/O. The roles live in :mod:`tasks.repair.scout` (scout),
 :mod:`tasks.repair.roles` (context, diagnostician, surgeon) and :mod:`tasks.repair.review`
-(auditor, with :mod:`tasks.repair.risk`); :mod:`tasks.repair.loop` applies the routing below
-until a group is done or needs a person, and ``flows/post_merge.py`` runs it per group.
+(the auditor's patch review, with :mod:`tasks.repair.risk`); :mod:`tasks.repair.loop` applies
+the routing below until a group is done or needs a person, and ``flows/post_merge.py`` runs it
+per group. The archived state keeps its names (``Attempt.audit``, the step ``audit``): the
+archive layout is a contract, and "audit" in code means the codebase audit (tasks/audit/).
 
 Routing (MISSION.md section 2):
 
@@ -24,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.core.config import RepairSettings
 from tasks.core.types import Exchange, TestCaseResult
-from tasks.model.schemas import Diagnosis
+from tasks.model.replies import Diagnosis
 
 Verdict = Literal["PASSED", "NEEDS_REVISION", "RISKY"]
 Outcome = Literal["fixed", "needs_human", "risky", "failed"]
@@ -75,15 +77,15 @@ class GroupContext(_Model):
     """What the diagnostician and the surgeon see about a group (bounded)."""
 
     path: str
-    language: Literal["ruby", "python"]
+    language: str = Field(description="The tests' language (the toolchain's)")
     failures: list[dict[str, str]]
     code: list[CodeSnippet]
     git_changes: str
     failure_output: str
 
 
-class AuditResult(_Model):
-    """The auditor's verdict on one patch."""
+class PatchReview(_Model):
+    """The auditor's verdict on one patch (:func:`tasks.repair.review.review_patch`)."""
 
     verdict: Verdict
     feedback: str = Field("", description="What the surgeon or diagnostician must know")
@@ -112,7 +114,7 @@ class Attempt(_Model):
     number: int
     diagnosis_index: int
     patch: str
-    audit: AuditResult | None = None
+    audit: PatchReview | None = None
 
 
 class HumanDecisionRecord(_Model):

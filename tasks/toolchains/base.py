@@ -1,20 +1,24 @@
-"""What every toolchain offers, and the command runner it runs its tools through.
+"""The one interface a stack implements (:class:`Toolchain`), its per-repository file rules
+(:class:`FileRules`), and the command runner it runs its tools through.
 
 A toolchain never starts a process itself: it builds argv lists and hands them to a
-:class:`CommandRunner` (the sandbox from ``tasks.sandbox.runners.make_runner`` in production), so
-the same code runs inside bwrap, Docker or a plain subprocess.
+:class:`CommandRunner` (the sandbox from ``tasks.sandbox.make.make_runner`` in production), so
+the same code runs inside bwrap, Docker or a plain subprocess. Everything a part needs to know
+about a stack is asked here: which files are sources (and of which kind), tests and shared
+support; where a new test goes; how to run tests with coverage, lint with autocorrect, read a
+failed run's cause; the static rubric's parser; the prompt context; the syntax of a patched
+file; the mutations of a covered line. Adding a stack: see ``tasks/toolchains/registry.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import shlex
-import shutil
-import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Protocol
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,18 +28,21 @@ from tasks.core.secrets import redact, redact_validation
 from tasks.core.types import (
     CommandResult,
     FileCoverage,
+    Finding,
     LintOffense,
     SuiteProblem,
-    ToolchainName,
     ValidationResult,
 )
 
-#: Scratch space for reports inside the repository (the only place a sandbox can write).
-SCRATCH_DIR = ".autopilot-tmp"
-#: How much of a tool's output to keep in an error message.
-MAX_ERROR_CHARS = 4000
+if TYPE_CHECKING:
+    from tasks.core.config import Settings
+    from tasks.toolchains.mutants import Mutation
+
 #: RuboCop and ruff runs are bounded (the field report used 60 s for RuboCop).
 LINT_TIMEOUT_S = 60.0
+#: A match score of a test file for a source: (exact name?, length of the mirrored package
+#: path, exact spelling?). Higher wins.
+Score = tuple[int, int, int]
 
 
 class ToolchainError(AutopilotError):
@@ -89,16 +96,141 @@ class SuiteResult(BaseModel):
         return self.validation.loaded and self.validation.reason is None
 
 
-class Toolchain(ABC):
-    """Runs one stack's tests with coverage, and its linter."""
+@dataclass
+class SpecPlan:
+    """Where the tests of one source may live, and where a new one goes.
 
-    name: ToolchainName
+    `exact` holds test file paths, `dirs` directory prefixes (``spec/models/user/``) whose test
+    files belong to the source; each with the score of the match (see :data:`Score`).
+    """
+
+    source: str
+    expected: str
+    exact: dict[str, Score] = field(default_factory=dict)
+    dirs: dict[str, Score] = field(default_factory=dict)
+
+
+class FileRules(ABC):
+    """A stack's rules for the files of one repository, read once from its configuration.
+
+    The one place that decides what a test file is (:meth:`is_test_file`), what shared test
+    support is, which files are sources and of which kind, and where a new test goes; the
+    mapping engine (:mod:`tasks.toolchains.mapping`) assigns test files to sources with it.
+    """
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+
+    #: The directories tests live in, the first taking new ones (``spec``; pytest's testpaths).
+    test_roots: list[str]
+
+    @abstractmethod
+    def is_test_file(self, path: str) -> bool:
+        """A file of examples that the test runner loads (as opposed to support)."""
+
+    @abstractmethod
+    def is_support_file(self, path: str) -> bool:
+        """Shared test support other tests depend on (factories, spec/support, conftest.py)."""
+
+    def is_test_side(self, path: str) -> bool:
+        """A file of the test tree: a test file, support, or anything under a test root
+        (also in a nested project, ``engines/x/spec/``); the rest is production code."""
+        inside = f"/{PurePosixPath(path).parent.as_posix()}/"
+        return (
+            self.is_test_file(path)
+            or self.is_support_file(path)
+            or any(f"/{root}/" in inside for root in self.test_roots)
+        )
+
+    @abstractmethod
+    def sources(self, files: list[str]) -> list[tuple[str, str]]:
+        """The testable sources among `files`, with their kind, sorted by path."""
+
+    @abstractmethod
+    def plan(self, source: str) -> SpecPlan:
+        """Where the tests of `source` may be, and the path of a new one."""
+
+    def finish_plans(self, plans: list[SpecPlan], files: list[str]) -> None:
+        """Settle the new test paths once every source is planned (in place)."""
+        del plans, files
+
+    def claim(self, sources: list[str], specs: list[str], owners: dict[str, list[str]]) -> None:
+        """Give test files no name rule matched to the sources they test (in place)."""
+        del sources, specs, owners
+
+    def warnings(self, files: list[str], specs: list[str]) -> list[str]:
+        """Files that hold tests the runner will never load (a wrong name), one line each."""
+        del files, specs
+        return []
+
+
+class Toolchain(ABC):
+    """One stack: its files, its test runs with coverage, its linter, its static rubric, the
+    prompt context it gathers, the syntax of its files.
+
+    Subclasses set the class attributes and implement the abstract methods; the registry
+    (``tasks/toolchains/registry.py``) names them.
+    """
+
+    #: The registry name (``ruby-rspec``): configuration, reports, cache keys.
+    name: ClassVar[str]
+    #: The language its tests are written in (prompts, code fences, calibration cases).
+    language: ClassVar[str]
+    #: The test runner, as a problem names it (``rspec``, ``pytest``).
+    test_tool: ClassVar[str]
+    #: The kinds of source files it maps; each has exactly one skill (skills/).
+    kinds: ClassVar[tuple[str, ...]]
+    #: What detection looks for, in words (for the error when nothing matches).
+    detection: ClassVar[str]
     #: Project files that change how tests run, are measured or linted (repository-relative).
-    config_files: tuple[str, ...] = ()
-    #: Files of ``tasks/toolchains/resources`` the toolchain brings into every run.
-    resources: tuple[str, ...] = ()
-    #: Commands (``autopilot.toml``'s ``prepare``) run once in a worktree before its tests.
-    prepare: tuple[str, ...] = ()
+    config_files: ClassVar[tuple[str, ...]] = ()
+    #: The package directory of its resources (``tasks/toolchains/ruby/resources``).
+    resource_dir: ClassVar[str] = ""
+    #: Files of `resource_dir` it brings into every run.
+    resources: ClassVar[tuple[str, ...]] = ()
+    #: Directories its tools leave anywhere in a tree (caches: never sources, never copied).
+    cache_dirs: ClassVar[tuple[str, ...]] = ()
+    #: Directories of installed environments anywhere in a tree (never sources).
+    env_dirs: ClassVar[tuple[str, ...]] = ()
+    #: What its runs write at the project's top level (logs, coverage output): never sources,
+    #: never copied into a target's private copy.
+    output_paths: ClassVar[tuple[str, ...]] = ()
+    #: Globs of its dependency manifests and lock files (a patch to them needs a person).
+    manifests: ClassVar[tuple[str, ...]] = ()
+    #: Globs of its database migrations and schema (a patch to them needs a person).
+    migrations: ClassVar[tuple[str, ...]] = ()
+    #: Regular expressions, on a test file's changed lines: an assertion, a disabled test, and
+    #: (on a diagnosis and failure) a mock of its test framework; a repair patch that removes
+    #: assertions, skips a test, or edits production code where a mock is involved needs a
+    #: person.
+    assertion_words: ClassVar[str] = r"\bassert\w*\b"
+    skip_words: ClassVar[str] = r"\bskip\b"
+    mock_words: ClassVar[str] = r"\bmock"
+
+    def __init__(self, prepare: tuple[str, ...] | list[str] = (), home: Path | None = None):
+        #: Commands (``autopilot.toml``'s ``prepare``) run once in a worktree before its tests.
+        self.prepare = tuple(prepare)
+        #: ``AUTOPILOT_HOME``: where prepared environments live (None: the settings').
+        self.home = home
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Toolchain:
+        """The toolchain as the settings configure it (prepare commands, home, and whatever
+        the stack reads: an interpreter, an environment)."""
+        return cls(prepare=settings.prepare, home=settings.home)
+
+    # --- the repository -------------------------------------------------------------------
+
+    @classmethod
+    @abstractmethod
+    def detect(cls, repo: Path) -> bool:
+        """Whether `repo` uses this stack (the registry asks the stacks in its order)."""
+
+    @abstractmethod
+    def file_rules(self, repo: Path) -> FileRules:
+        """The stack's file rules in `repo`."""
+
+    # --- running tests --------------------------------------------------------------------
 
     def config_digest(self, repo: Path) -> str:
         """The sha256 of what decides a validation besides the tests and the source: the
@@ -111,9 +243,13 @@ class Toolchain(ABC):
             data = path.read_bytes() if path.is_file() else b"(absent)"
             digest.update(f"\0{rel}\0{len(data)}\0".encode() + data)
         for name in self.resources:
-            data = resource_path(f"tasks/toolchains/resources/{name}").read_bytes()
+            data = self.resource(name).read_bytes()
             digest.update(f"\0resource:{name}\0{len(data)}\0".encode() + data)
         return digest.hexdigest()
+
+    def resource(self, name: str) -> Path:
+        """The stack's resource file `name` (from the checkout or the installed wheel)."""
+        return resource_path(f"{self.resource_dir}/{name}")
 
     def run_specs(
         self,
@@ -217,6 +353,8 @@ class Toolchain(ABC):
         Raises:
             ToolchainError: a command failed (its real message, one line).
         """
+        from tasks.toolchains.runs import scratch_base, shorten_middle
+
         if not self.prepare:
             return []
         key = hashlib.sha256("\0".join(self.prepare).encode()).hexdigest()[:16]
@@ -241,6 +379,16 @@ class Toolchain(ABC):
         return notes
 
     @abstractmethod
+    def load_error_files(self, text: str) -> list[str]:
+        """The test files a failed run's output names as not loading (in order)."""
+
+    @abstractmethod
+    def load_problem(self, text: str, project: Path) -> SuiteProblem:
+        """The problem in one test file's load error, as the test runner printed it."""
+
+    # --- lint -----------------------------------------------------------------------------
+
+    @abstractmethod
     def lint(
         self, repo: Path, files: list[str], autocorrect: bool, runner: CommandRunner
     ) -> list[LintOffense]:
@@ -249,100 +397,61 @@ class Toolchain(ABC):
         Returns the offences that remain. Raises ToolchainError when the linter itself fails.
         """
 
+    def lint_blocked_by(self, problem: SuiteProblem) -> bool:
+        """Whether a suite that did not run for `problem` keeps the linter from running too
+        (it runs through the same environment); lint is then skipped, not failed again."""
+        del problem
+        return False
 
-def not_run(
-    toolchain: ToolchainName, specs: list[str], target: str | None, tool: str, message: str
-) -> SuiteResult:
-    """A run that never started because of the environment (e.g. a prepare command failed)."""
-    problem = SuiteProblem(tool=tool, cause="environment", message=message)
-    result = ValidationResult(
-        toolchain=toolchain,
-        loaded=False,
-        load_error=message,
-        specs=list(specs),
-        target=target,
-        problem=problem,
-    )
-    return SuiteResult(validation=result)
+    # --- the static rubric ------------------------------------------------------------------
 
+    @abstractmethod
+    def rubric_findings(self, path: str, text: str) -> tuple[list[Finding], int]:
+        """The static rubric's findings in one test file and its number of examples (the rule
+        ids and weights are judge/static.py's; the parser is the stack's)."""
 
-def scratch_dir(repo: Path) -> Path:
-    """A fresh directory for one run's reports, inside the repository but ignored by git.
+    # --- the prompt context -----------------------------------------------------------------
 
-    The directory holds a ``.gitignore`` of ``*`` so the reports never show in ``git status``
-    nor get committed with accepted tests.
-    """
-    run_dir = scratch_base(repo) / uuid.uuid4().hex[:12]
-    run_dir.mkdir()
-    return run_dir
+    def context_paths(self, project: Path, source: str, kind: str, source_text: str) -> list[str]:
+        """Repository files a model needs to test `source`, most useful first (the generic
+        context, bounded and secret-filtered, reads them)."""
+        del project, source, kind, source_text
+        return []
 
+    def versions(self, project: Path) -> dict[str, str]:
+        """The versions that decide which APIs a test may use (language, framework)."""
+        del project
+        return {}
 
-def scratch_base(repo: Path) -> Path:
-    """``<repo>/.autopilot-tmp``, created with a ``.gitignore`` of ``*`` when missing."""
-    base = repo / SCRATCH_DIR
-    base.mkdir(exist_ok=True)
-    ignore = base / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("*\n", encoding="utf-8")
-    return base
+    # --- any file of its language (whatever stack the project uses) -------------------------
 
+    def syntax_check(self, path: str) -> list[str] | None:
+        """The command that checks the syntax of the repository file `path` (run in its
+        project directory, in the sandbox), or None when it is not a file of this language."""
+        del path
+        return None
 
-def copy_resource(name: str, run_dir: Path) -> Path:
-    """Copy ``resources/<name>`` into `run_dir`, the one directory every sandbox sees."""
-    dest = run_dir / name
-    shutil.copyfile(resource_path(f"tasks/toolchains/resources/{name}"), dest)
-    return dest
+    def speaks(self, path: str) -> bool:
+        """Whether `path` is a file of its language (its parsers and checks read it)."""
+        return self.syntax_check(path) is not None
 
+    def body_lines(self, path: str, text: str) -> set[int] | None:
+        """Lines inside function bodies of a source of this language (what counts as a test
+        having exercised it), or None when `path` is not one."""
+        del path, text
+        return None
 
-def keep_reports(run_dir: Path, reports_dir: Path) -> None:
-    """Copy one run's reports (not the helper scripts) to `reports_dir`, keeping their names."""
-    reports_dir.mkdir(parents=True, exist_ok=True)
-    for item in run_dir.iterdir():
-        if item.name == ".pytest_cache":
-            continue
-        if item.is_dir():
-            shutil.copytree(item, reports_dir / item.name, dirs_exist_ok=True)
-        elif item.suffix not in (".rb", ".py"):
-            shutil.copy2(item, reports_dir / item.name)
+    def mutations(self, path: str, text: str, lines: set[int]) -> Iterator[Mutation]:
+        """Small mutations of the given lines of a source (``autopilot eval``'s regressions)."""
+        del path, text, lines
+        return iter(())
 
+    def mutant_ok(self, text: str) -> bool:
+        """Whether a mutated source still parses (checked when a mutation is chosen)."""
+        del text
+        return True
 
-def remove_scratch(run_dir: Path) -> None:
-    """Delete one run's scratch directory (best effort: a leftover is harmless)."""
-    shutil.rmtree(run_dir, ignore_errors=True)
-
-
-def join_messages(messages: list[str], each: int = 1500, limit: int = 2 * MAX_ERROR_CHARS) -> str:
-    """Error messages joined, each cut to `each` characters, so every file named survives.
-
-    A long message loses its middle, not an end: RSpec states the error at the start of a load
-    failure, pytest at the end of a collection traceback, and the model needs both.
-    """
-    parts = [shorten_middle(m.strip(), each) for m in messages if m.strip()]
-    return "\n".join(parts)[:limit]
-
-
-def shorten_middle(text: str, limit: int) -> str:
-    """`text` within `limit` characters: its first third and last two thirds around a marker."""
-    if len(text) <= limit:
-        return text
-    marker = "\n...\n"
-    keep = max(0, limit - len(marker))
-    head = keep // 3
-    return text[:head] + marker + text[len(text) - (keep - head) :]
-
-
-def tail(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    """The last `limit` characters of `text`, stripped: errors are at the end of tool output."""
-    text = text.strip()
-    return text if len(text) <= limit else "..." + text[-limit:]
-
-
-def relative_path(path: str, repo: Path) -> str:
-    """`path` relative to `repo` when it lies inside it, else unchanged (POSIX form)."""
-    p = Path(path)
-    if p.is_absolute():
-        try:
-            return p.relative_to(repo.resolve()).as_posix()
-        except ValueError:
-            return path
-    return p.as_posix()
+    def file_of_case(self, classname: str, project: Path) -> str | None:
+        """The test file of a reported case that names only its class, or None."""
+        del classname, project
+        return None

@@ -13,9 +13,10 @@ import pytest
 from flows.commands.nightly import run as nightly_run
 from tasks.core.config import load_settings
 from tasks.facts.reports.read import parse_reports
-from tasks.repair.review import audit_patch
+from tasks.repair.review import review_patch
 from tasks.repair.scout import group_failures
-from tasks.repair.state import AuditResult
+from tasks.repair.state import PatchReview
+from tasks.toolchains.registry import get_toolchain
 from tests.examples_repo import git, make_example_repo
 from tests.fakes.mistral_server import MistralServer, Rule
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
@@ -99,15 +100,17 @@ def test_one_gigabyte_report_with_huge_output_parses_in_bounded_memory(tmp_path:
 # -- hostile patches: symlinks out of the repository, binary diffs ---------------------------
 
 
-def _audit(repo: Path, report: Path, head: str, patch: str) -> AuditResult:
+def _audit(repo: Path, report: Path, head: str, patch: str) -> PatchReview:
     settings = load_settings(repo)
     cases = parse_reports([report], repo=repo).cases
-    [group] = group_failures([c for c in cases if c.status in ("failed", "error")])
-    return audit_patch(
+    chain = get_toolchain("python-pytest")
+    failing = [c for c in cases if c.status in ("failed", "error")]
+    [group] = group_failures(failing, chain.file_rules(repo))
+    return review_patch(
         repo_root=repo,
         sub="",
         base_commit=head,
-        toolchain="python-pytest",
+        chain=chain,
         patch=patch,
         group=group,
         diagnosis=None,

@@ -176,7 +176,7 @@ def test_a_change_in_the_worktree_is_what_the_tests_exercise(
     editable_install(project_python, "calc", checkout / "src", "finder")
     worktree = tmp_path / "wt"
     git(checkout, "worktree", "add", "-q", "--detach", str(worktree))
-    chain = get_toolchain("python-pytest", str(project_python))
+    chain = get_toolchain("python-pytest", python=str(project_python))
     runner = make_runner(SandboxSettings(backend="bwrap"), root=worktree)
     before = chain.run_specs(worktree, ["tests/test_value.py"], None, runner)
     assert before.loaded and not before.passed  # VALUE is 2 at the commit

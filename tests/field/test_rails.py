@@ -114,7 +114,7 @@ def test_rails_evidence_plain_ruby_folders_and_specs_rspec_would_skip(tmp_path: 
     assert concern.status == "tested" and concern.coverage == 1.0
     # Plain Ruby outside app/ and lib/.
     sku = by["extras/sku.rb"]
-    assert (sku.kind.value, sku.specs, sku.status) == (
+    assert (sku.kind, sku.specs, sku.status) == (
         "ruby",
         ["spec/extras/sku_spec.rb"],
         "tested",

@@ -20,6 +20,7 @@ import yaml
 from judge.calibration import CalibrationCase, default_cases_dir, load_cases
 from judge.static import check_spec, gate_passes
 from tasks.core.errors import BadInputError
+from tasks.toolchains.registry import by_language
 
 CASES = load_cases()
 
@@ -39,7 +40,7 @@ def test_cases_cover_the_required_kinds() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_static_rubric_finds_exactly_the_expected_rules(case: CalibrationCase) -> None:
-    verdict = check_spec(case.spec_path, case.spec, case.language)
+    verdict = check_spec(case.spec_path, case.spec, by_language(case.language)())
     assert sorted(f.rule for f in verdict.findings) == case.expected_rules
     if case.loads:
         assert "syntax" not in case.expected_rules
@@ -49,7 +50,7 @@ def test_static_rubric_finds_exactly_the_expected_rules(case: CalibrationCase) -
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_gate_agrees_with_the_label_at_the_extremes(case: CalibrationCase) -> None:
-    verdict = check_spec(case.spec_path, case.spec, case.language)
+    verdict = check_spec(case.spec_path, case.spec, by_language(case.language)())
     if case.label >= 0.6:
         assert gate_passes(verdict)
     if case.label == 0.0:
@@ -59,7 +60,7 @@ def test_gate_agrees_with_the_label_at_the_extremes(case: CalibrationCase) -> No
 @pytest.mark.parametrize("language", ["ruby", "python"])
 def test_static_score_orders_cases_like_their_labels(language: str) -> None:
     scored = [
-        (c.label, check_spec(c.spec_path, c.spec, c.language).score, c.id)
+        (c.label, check_spec(c.spec_path, c.spec, by_language(c.language)()).score, c.id)
         for c in CASES
         if c.language == language
     ]
@@ -149,7 +150,7 @@ def test_loader_reads_a_copy_and_validates(tmp_path: Path) -> None:
         ({"expected_rules": ["made-up"]}, "unknown static rules ['made-up']"),
         ({"id": "another-id"}, "id 'another-id' must equal the file name"),
         ({"spec_path": "../outside_spec.rb"}, "must be a relative path"),
-        ({"language": "java"}, "language: Input should be 'ruby' or 'python'"),
+        ({"language": "java"}, "language: Value error, no toolchain writes 'java' tests"),
         ({"surprise": 1}, "surprise: Extra inputs are not permitted"),
     ],
 )

@@ -20,12 +20,15 @@ from judge.static import (
     check_file,
     check_spec,
     gate_passes,
-    language_for,
     score,
 )
 from tasks.core.errors import BadInputError
 from tasks.core.types import Finding, StaticVerdict
+from tasks.toolchains.registry import get_toolchain
 from tests.paths import EXAMPLES
+
+RUBY = get_toolchain("ruby-rspec")
+PYTHON = get_toolchain("python-pytest")
 
 
 def ruby_example(body: str, setup: str = "") -> str:
@@ -149,9 +152,9 @@ RUBY_RULES = [
 
 @pytest.mark.parametrize(("rule", "bad", "good"), RUBY_RULES)
 def test_ruby_rule_fires_on_bad_and_not_on_precise(rule: str, bad: str, good: str) -> None:
-    flagged = check_spec("spec/thing_spec.rb", ruby_example(bad), "ruby")
+    flagged = check_spec("spec/thing_spec.rb", ruby_example(bad), RUBY)
     assert (rule, expected_line(rule)) in rules_at(flagged), flagged.findings
-    clean = check_spec("spec/thing_spec.rb", ruby_example(good), "ruby")
+    clean = check_spec("spec/thing_spec.rb", ruby_example(good), RUBY)
     assert clean.findings == [], clean.findings
     assert clean.score == 1.0
     assert flagged.score < clean.score
@@ -162,7 +165,7 @@ def test_ruby_precise_matchers_that_look_vague_are_accepted() -> None:
     # Decision (documented in tasks/toolchains/ruby/rubric.py): be_nil and be_empty pin one exact
     # value.
     body = "expect(thing.parent).to be_nil\nexpect(thing.items).to be_empty"
-    assert check_spec("spec/t_spec.rb", ruby_example(body), "ruby").findings == []
+    assert check_spec("spec/t_spec.rb", ruby_example(body), RUBY).findings == []
 
 
 def test_ruby_one_liners_and_helpers_count_as_expectations() -> None:
@@ -180,14 +183,14 @@ def test_ruby_one_liners_and_helpers_count_as_expectations() -> None:
         end
         """
     )
-    verdict = check_spec("spec/t_spec.rb", text, "ruby")
+    verdict = check_spec("spec/t_spec.rb", text, RUBY)
     assert verdict.findings == []
     assert verdict.score == 1.0
 
 
 def test_ruby_one_liner_with_vague_matcher_is_flagged() -> None:
     text = "RSpec.describe Thing do\n  subject { 1 }\n  it { should be_present }\nend\n"
-    assert rules_at(check_spec("spec/t_spec.rb", text, "ruby")) == [("vague-matcher", 3)]
+    assert rules_at(check_spec("spec/t_spec.rb", text, RUBY)) == [("vague-matcher", 3)]
 
 
 def test_ruby_over_mocking_counts_setup_hooks_that_run_for_the_example() -> None:
@@ -199,11 +202,11 @@ def test_ruby_over_mocking_counts_setup_hooks_that_run_for_the_example() -> None
         end
         """
     two_stubs = "allow(clock).to receive(:now)\nexpect(thing.n).to eq(1)"
-    verdict = check_spec("spec/t_spec.rb", ruby_example(two_stubs, setup), "ruby")
+    verdict = check_spec("spec/t_spec.rb", ruby_example(two_stubs, setup), RUBY)
     assert rules_of(verdict) == {"over-mocking"}
     # The same three stubs in a sibling group do not run for this example.
     sibling = "describe 'other' do\n" + textwrap.indent(textwrap.dedent(setup), "  ") + "end\n"
-    verdict = check_spec("spec/t_spec.rb", ruby_example(two_stubs, sibling), "ruby")
+    verdict = check_spec("spec/t_spec.rb", ruby_example(two_stubs, sibling), RUBY)
     assert verdict.findings == []
 
 
@@ -221,17 +224,17 @@ def test_ruby_ivar_in_before_hook_is_flagged_but_not_in_helper_method() -> None:
         end
         """
     )
-    assert rules_at(check_spec("spec/t_spec.rb", text, "ruby")) == [("instance-variable", 2)]
+    assert rules_at(check_spec("spec/t_spec.rb", text, RUBY)) == [("instance-variable", 2)]
 
 
 def test_ruby_send_with_computed_name_is_not_a_private_call() -> None:
     body = "%i[name price].each { |attr| expect(thing.send(attr)).to eq(1) }"
-    assert check_spec("spec/t_spec.rb", ruby_example(body), "ruby").findings == []
+    assert check_spec("spec/t_spec.rb", ruby_example(body), RUBY).findings == []
 
 
 def test_ruby_syntax_error_scores_zero_and_fails_the_gate() -> None:
     text = ruby_example("expect(thing.total.to eq(100)")
-    verdict = check_spec("spec/t_spec.rb", text, "ruby")
+    verdict = check_spec("spec/t_spec.rb", text, RUBY)
     assert [f.rule for f in verdict.findings] == ["syntax"]
     assert verdict.score == 0.0
     assert not gate_passes(verdict)
@@ -239,11 +242,11 @@ def test_ruby_syntax_error_scores_zero_and_fails_the_gate() -> None:
 
 def test_ruby_missing_end_is_a_syntax_finding() -> None:
     text = 'RSpec.describe Thing do\n  it "x" do\n    expect(1).to eq(1)\n  end\n'
-    assert [f.rule for f in check_spec("spec/t_spec.rb", text, "ruby").findings] == ["syntax"]
+    assert [f.rule for f in check_spec("spec/t_spec.rb", text, RUBY).findings] == ["syntax"]
 
 
 def test_ruby_file_without_examples_fails_the_gate() -> None:
-    verdict = check_spec("spec/t_spec.rb", "RSpec.describe Thing do\nend\n", "ruby")
+    verdict = check_spec("spec/t_spec.rb", "RSpec.describe Thing do\nend\n", RUBY)
     assert [f.rule for f in verdict.findings] == ["no-examples"]
     assert verdict.score == 0.0
     assert not gate_passes(verdict)
@@ -285,9 +288,9 @@ PY_RULES = [
 
 @pytest.mark.parametrize(("rule", "bad", "good"), PY_RULES)
 def test_python_rule_fires_on_bad_and_not_on_precise(rule: str, bad: str, good: str) -> None:
-    flagged = check_spec("tests/test_x.py", py_test(bad), "python")
+    flagged = check_spec("tests/test_x.py", py_test(bad), PYTHON)
     assert (rule, expected_line(rule)) in rules_at(flagged), flagged.findings
-    clean = check_spec("tests/test_x.py", py_test(good), "python")
+    clean = check_spec("tests/test_x.py", py_test(good), PYTHON)
     assert clean.findings == [], clean.findings
     assert clean.score == 1.0
     assert flagged.score < clean.score
@@ -306,7 +309,7 @@ def test_python_private_import_and_from_time_import_sleep() -> None:
             assert total(1) == _round(1)
         """
     )
-    verdict = check_spec("tests/test_x.py", text, "python")
+    verdict = check_spec("tests/test_x.py", text, PYTHON)
     assert rules_at(verdict) == [("private-call", 2), ("sleep", 6)]
 
 
@@ -323,7 +326,7 @@ def test_python_allowed_underscore_uses() -> None:
                 assert point.__len__() == 2
         """
     )
-    assert check_spec("tests/test_x.py", text, "python").findings == []
+    assert check_spec("tests/test_x.py", text, PYTHON).findings == []
 
 
 def test_python_over_mocking_counts_patch_decorators() -> None:
@@ -340,7 +343,7 @@ def test_python_over_mocking_counts_patch_decorators() -> None:
             assert checkout() == 1
         """
     )
-    assert rules_at(check_spec("tests/test_x.py", text, "python")) == [("over-mocking", 7)]
+    assert rules_at(check_spec("tests/test_x.py", text, PYTHON)) == [("over-mocking", 7)]
 
 
 def test_python_collects_like_pytest() -> None:
@@ -372,13 +375,13 @@ def test_python_collects_like_pytest() -> None:
             m.assert_called_once_with(1)
         """
     )
-    verdict = check_spec("tests/test_x.py", text, "python")
+    verdict = check_spec("tests/test_x.py", text, PYTHON)
     assert verdict.findings == []
     assert verdict.score == 1.0
 
 
 def test_python_syntax_error_scores_zero_and_fails_the_gate() -> None:
-    verdict = check_spec("tests/test_x.py", py_test("assert total(1 == 3"), "python")
+    verdict = check_spec("tests/test_x.py", py_test("assert total(1 == 3"), PYTHON)
     assert [f.rule for f in verdict.findings] == ["syntax"]
     assert verdict.findings[0].line == 4
     assert verdict.score == 0.0
@@ -386,7 +389,7 @@ def test_python_syntax_error_scores_zero_and_fails_the_gate() -> None:
 
 
 def test_python_file_without_tests_fails_the_gate() -> None:
-    verdict = check_spec("tests/test_x.py", "def helper():\n    return 1\n", "python")
+    verdict = check_spec("tests/test_x.py", "def helper():\n    return 1\n", PYTHON)
     assert [f.rule for f in verdict.findings] == ["no-examples"]
     assert not gate_passes(verdict)
 
@@ -401,7 +404,7 @@ def test_precise_specs_score_higher_than_vague_ones() -> None:
         return f"RSpec.describe T do\n{examples}end\n"
 
     scores = [
-        check_spec("spec/t_spec.rb", spec(s), "ruby").score for s in (precise, vague, all_vague)
+        check_spec("spec/t_spec.rb", spec(s), RUBY).score for s in (precise, vague, all_vague)
     ]
     assert scores[0] == 1.0
     assert scores[0] > scores[1] > scores[2]
@@ -423,9 +426,9 @@ def test_score_formula_and_forbidden_cap() -> None:
 
 
 def test_gate_passes_only_without_forbidden_findings() -> None:
-    vague = check_spec("spec/t_spec.rb", ruby_example("expect(t.a).to be_truthy"), "ruby")
+    vague = check_spec("spec/t_spec.rb", ruby_example("expect(t.a).to be_truthy"), RUBY)
     assert vague.findings and gate_passes(vague)
-    broken = check_spec("spec/t_spec.rb", ruby_example("t.send(:secret)"), "ruby")
+    broken = check_spec("spec/t_spec.rb", ruby_example("t.send(:secret)"), RUBY)
     assert rules_of(broken) == {"private-call", "no-assertion"}
     assert not gate_passes(broken)
     assert broken.score <= FORBIDDEN_CAP
@@ -443,17 +446,15 @@ def test_forbidden_rules_are_the_structural_ones() -> None:
     assert all(r.weight > 0 for r in RULES.values())
 
 
-def test_check_file_picks_the_language_by_extension(tmp_path: Path) -> None:
+def test_check_file_parses_with_the_projects_toolchain(tmp_path: Path) -> None:
     (tmp_path / "spec").mkdir()
     (tmp_path / "tests").mkdir()
     (tmp_path / "spec" / "a_spec.rb").write_text(ruby_example("expect(t.a).to be_truthy"))
     (tmp_path / "tests" / "test_a.py").write_text(py_test("assert total(1)"))
-    ruby = check_file(tmp_path, "spec/a_spec.rb")
+    ruby = check_file(tmp_path, "spec/a_spec.rb", RUBY)
     assert rules_at(ruby) == [("vague-matcher", 4)]
     assert ruby.findings[0].path == "spec/a_spec.rb"
-    assert rules_at(check_file(tmp_path, "tests/test_a.py")) == [("bare-assert", 4)]
-    assert language_for("x/y.RB") == "ruby"
-    assert language_for("x/y.js") is None
+    assert rules_at(check_file(tmp_path, "tests/test_a.py", PYTHON)) == [("bare-assert", 4)]
 
 
 def test_check_file_rejects_bad_input_with_one_line(tmp_path: Path) -> None:
@@ -462,21 +463,24 @@ def test_check_file_rejects_bad_input_with_one_line(tmp_path: Path) -> None:
     outside = tmp_path.parent / f"{tmp_path.name}_outside_spec.rb"
     outside.write_text(ruby_example("expect(1).to eq(1)"))
     cases = {
-        "a.js": "not a Ruby or Python test file",
+        "a.js": "not a ruby test file",
         "bin_spec.rb": "not UTF-8",
         "missing_spec.rb": "cannot read",
         f"../{outside.name}": "outside the repository",
     }
     for rel, reason in cases.items():
         with pytest.raises(BadInputError) as err:
-            check_file(tmp_path, rel)
+            check_file(tmp_path, rel, RUBY)
         assert rel in str(err.value) and reason in str(err.value)
         assert "\n" not in str(err.value)
 
 
-def test_check_spec_rejects_an_unknown_language() -> None:
-    with pytest.raises(BadInputError, match="unsupported spec language 'java'"):
-        check_spec("T.java", "class T {}", "java")  # type: ignore[arg-type]
+def test_an_unknown_language_has_no_toolchain_to_parse_it() -> None:
+    from tasks.core.errors import ConfigError
+    from tasks.toolchains.registry import by_language
+
+    with pytest.raises(ConfigError, match="no toolchain for language 'java'"):
+        by_language("java")
 
 
 def test_rubric_levels_are_exactly_the_contract() -> None:
@@ -532,7 +536,8 @@ def test_smoke_over_the_example_projects() -> None:
     ]
     assert files
     for repo, path in files:
-        verdict = check_file(repo, str(path.relative_to(repo)))
+        chain = RUBY if repo.name == "rails_shop" else PYTHON
+        verdict = check_file(repo, str(path.relative_to(repo)), chain)
         assert "syntax" not in rules_of(verdict), (path, verdict.findings)
         assert 0.0 <= verdict.score <= 1.0
         assert rules_of(verdict) <= set(RULES)
@@ -542,11 +547,11 @@ def test_hostile_input_becomes_a_syntax_finding_not_a_crash() -> None:
     deep_python = "def test_a():\n    assert " + "+".join(["a"] * 20000) + " == 1\n"
     null_python = "\x00def test_a():\n    assert 1 == 1\n"
     for text in (deep_python, null_python):
-        verdict = check_spec("tests/test_x.py", text, "python")
+        verdict = check_spec("tests/test_x.py", text, PYTHON)
         assert [f.rule for f in verdict.findings] == ["syntax"]
         assert verdict.score == 0.0
     long_chain = ruby_example("expect(t.n).to " + ".and ".join(["be_truthy"] * 3000))
-    verdict = check_spec("spec/t_spec.rb", long_chain, "ruby")
+    verdict = check_spec("spec/t_spec.rb", long_chain, RUBY)
     assert len(verdict.findings) == 3000
     assert {f.rule for f in verdict.findings} == {"vague-matcher"}
 
@@ -577,7 +582,7 @@ def test_ruby_expectations_in_a_helper_method_count() -> None:
         end
         """
     )
-    verdict = check_spec("spec/t_spec.rb", text, "ruby")
+    verdict = check_spec("spec/t_spec.rb", text, RUBY)
     assert rules_at(verdict) == [("no-assertion", 18)]
 
 
@@ -604,4 +609,4 @@ def test_python_assertions_in_a_helper_function_count() -> None:
             make()
         """
     )
-    assert rules_at(check_spec("tests/test_x.py", text, "python")) == [("no-assertion", 17)]
+    assert rules_at(check_spec("tests/test_x.py", text, PYTHON)) == [("no-assertion", 17)]

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from tasks.core.errors import ReportError
+from tasks.core.errors import NotAReportError, ReportError
 from tasks.core.types import FileError, RunSummary, TestCaseResult, TestRun
 from tasks.facts.reports.ids import CaseIds
 from tasks.facts.reports.stream import iter_records
@@ -80,5 +80,6 @@ def parse_reports(paths: Iterable[Path], repo: Path | None = None) -> TestRun:
             cases.extend(list(iter_report(path, repo, norm, ids)))
         except ReportError as exc:
             log.warning("%s", exc)
-            errors.append(FileError(file=exc.file, error=exc.reason))
+            not_a_report = isinstance(exc, NotAReportError)
+            errors.append(FileError(file=exc.file, error=exc.reason, not_a_report=not_a_report))
     return TestRun(summary=RunSummary.of(cases), cases=cases, errors=errors)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
-from tasks.core.errors import ReportError
+from tasks.core.errors import NotAReportError, ReportError
 from tasks.facts.reports.cases import Record, Row, expand
 from tasks.facts.reports.ids import CaseIds
 from tasks.facts.reports.junit import junit_batches
@@ -73,7 +73,7 @@ def _batches(path: Path, norm: PathNormaliser, lean: bool) -> Iterator[list[Reco
         if kind == "empty":
             raise ReportError(source, "empty file, not a JUnit XML or RSpec JSON report")
         if kind == "other":
-            raise ReportError(source, f"{_NOT_A_REPORT} ({detail})")
+            raise NotAReportError(source, f"{_NOT_A_REPORT} ({detail})")
         if kind == "xml":
             try:
                 yield from junit_batches(source, stream, head, norm, lean)

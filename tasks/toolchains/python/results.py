@@ -25,8 +25,8 @@ from tasks.core.types import (
     ValidationResult,
 )
 from tasks.facts.stacktrace import locations_from_trace
-from tasks.toolchains.base import join_messages, relative_path, tail
-from tasks.toolchains.diagnose import diagnose_pytest
+from tasks.toolchains.python.diagnose import diagnose_pytest
+from tasks.toolchains.runs import join_messages, relative_path, tail
 
 #: pytest exit codes that mean the run never got to (all) the tests: interrupted by collection
 #: errors, internal error, usage error.

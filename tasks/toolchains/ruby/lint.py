@@ -10,13 +10,16 @@ the start of its output) and how to fix it.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from tasks.core.types import CommandResult
-from tasks.toolchains.base import ToolchainError
+from tasks.core.types import CommandResult, LintOffense
+from tasks.toolchains.base import LINT_TIMEOUT_S, CommandRunner, ToolchainError
+from tasks.toolchains.ruby.run import uses_bundler
+from tasks.toolchains.runs import copy_resource, relative_path, remove_scratch, scratch_dir, tail
 
 _UNKNOWN_RUBY = re.compile(
     r"unknown Ruby version:? (?P<version>\d[\w.]*)"
@@ -29,6 +32,92 @@ _VERSION_FILES = (".ruby-version", ".tool-versions", "Gemfile.lock", "Gemfile", 
 _LOAD = re.compile(r"cannot load such file -- (?P<name>\S+)")
 _COMMAND_NOT_FOUND = re.compile(r"bundler: command not found: (?P<name>\S+)")
 _GEM_MISSING = re.compile(r"Could not find (?:gem )?'?(?P<name>[\w.-]+)")
+
+
+def has_rubocop_config(repo: Path, files: list[str]) -> bool:
+    """Whether RuboCop finds a configuration for any of `files`.
+
+    RuboCop uses the nearest ``.rubocop.yml`` from a file's directory up, past the project (a
+    monorepo's root configuration counts); the sandbox's HOME is private, so no user
+    configuration applies there.
+    """
+    root = repo.resolve()
+    for rel in files:
+        start = (root / rel).parent
+        if any((d / ".rubocop.yml").is_file() for d in (start, *start.parents)):
+            return True
+    return False
+
+
+def lint(
+    repo: Path,
+    files: list[str],
+    autocorrect: bool,
+    runner: CommandRunner,
+    default_config: Path,
+) -> list[LintOffense]:
+    """RuboCop (or Standard) the given files; returns the remaining offences.
+
+    The project's own configuration decides what counts: its ``.rubocop.yml``, or Standard's
+    ``.standard.yml`` run through ``standardrb``. A project with neither is linted with
+    `default_config` (``resources/autopilot_rubocop.yml``): RuboCop's defaults, less the cops
+    that do not fit specs (an example group is one long block). `autocorrect` applies every
+    correction the linter has, unsafe ones included: it is only asked for files the model
+    wrote, and those are run again after the lint, so a correction that changed behaviour
+    fails the run.
+
+    Raises:
+        ToolchainError: the linter failed (bad or unknown configuration, a gem it needs is
+            missing, a Ruby version it does not know): one line with the real cause and a hint.
+    """
+    if not files:
+        return []
+    repo = repo.resolve()
+    run_dir = None if has_rubocop_config(repo, files) else scratch_dir(repo)
+    try:
+        default = None if run_dir is None else copy_resource(default_config, run_dir)
+        tool, argv = lint_command(repo, files, autocorrect, default, uses_bundler)
+        cmd = runner.run([*argv, "--", *files], cwd=repo, timeout_s=LINT_TIMEOUT_S)
+    finally:
+        if run_dir is not None:
+            remove_scratch(run_dir)
+    if cmd.reason or cmd.exit_code not in (0, 1):
+        raise ToolchainError(lint_error(tool, cmd, repo))
+    try:
+        return parse_rubocop_json(cmd.stdout, repo)
+    except ToolchainError:
+        if cmd.exit_code == 0:
+            raise
+        raise ToolchainError(lint_error(tool, cmd, repo)) from None
+
+
+def parse_rubocop_json(text: str, repo: Path) -> list[LintOffense]:
+    """Offences from ``rubocop --format json`` output; corrected ones are left out."""
+    start = text.find("{")
+    try:
+        data = json.loads(text[start:]) if start >= 0 else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        raise ToolchainError(f"rubocop printed no JSON report: {tail(text, 300)!r}")
+    offenses: list[LintOffense] = []
+    for entry in data["files"]:
+        path = relative_path(str(entry.get("path", "")), repo)
+        for off in entry.get("offenses") or []:
+            if off.get("corrected"):
+                continue
+            loc = off.get("location") or {}
+            offenses.append(
+                LintOffense(
+                    path=path,
+                    line=int(loc.get("start_line") or loc.get("line") or 0),
+                    column=int(loc.get("start_column") or loc.get("column") or 0),
+                    rule=str(off.get("cop_name", "")),
+                    message=str(off.get("message", "")),
+                    correctable=bool(off.get("correctable")),
+                )
+            )
+    return offenses
 
 
 def uses_standard(repo: Path) -> bool:

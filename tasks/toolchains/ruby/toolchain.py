@@ -1,385 +1,40 @@
-"""The ruby-rspec toolchain: RSpec (JSON report), SimpleCov coverage and RuboCop.
+"""The ruby-rspec toolchain: RSpec (JSON report), SimpleCov coverage, RuboCop or Standard, Rails
+file kinds and FactoryBot factories.
 
-Coverage does not depend on the project: a small helper (``resources/autopilot_simplecov.rb``)
-is copied into the run's scratch directory and loaded through ``RUBYOPT=-r`` before RSpec and the
-application, so SimpleCov measures every run even when the project's spec helper never starts
-it, and a project that does start it keeps working (its second ``SimpleCov.start`` only applies
-configuration). Each run writes its resultset to its own directory with its own command name, so
-parallel runs in one worktree never merge into each other. A baseline run also loads
-``resources/autopilot_rspec_contexts.rb`` (``rspec --require``), which credits each spec file with
-the source lines it ran: the evidence that maps specs to sources whatever their names.
-
-A run that never got to its examples (Bundler refusing the Gemfile, a helper that does not load,
-errors outside examples) is not loaded, with a :class:`~tasks.core.types.SuiteProblem` naming the
-real cause. Lint honours the project's configuration: its ``.rubocop.yml``, or Standard's
-``.standard.yml`` through ``standardrb``; a gem the configuration needs that is missing, or a Ruby
-version RuboCop does not know, is one clear line with the fix.
+The class answers the interface; the work is in the folder's modules: ``files`` (sources,
+kinds, specs, support, where a spec goes), ``run`` (RSpec with our SimpleCov helper),
+``diagnose`` (why a run did not start), ``lint``, ``rubric`` (the static rubric's parser on the
+tree-sitter syntax tree), ``context`` (helpers, factories, the code a source names, versions),
+``syntax`` (method bodies, ``ruby -c``, mutations).
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tasks.core.errors import CoverageError
-from tasks.core.types import (
-    CommandResult,
-    FileCoverage,
-    LintOffense,
-    SuiteProblem,
-    TestCaseResult,
-    TestStatus,
-    ValidationResult,
-)
-from tasks.facts.coverage import parse_coverage
-from tasks.facts.evidence import LineContexts, exercised_by
-from tasks.facts.stacktrace import locations_from_trace
-from tasks.toolchains.base import (
-    LINT_TIMEOUT_S,
-    CommandRunner,
-    SuiteResult,
-    Toolchain,
-    ToolchainError,
-    copy_resource,
-    join_messages,
-    keep_reports,
-    not_run,
-    relative_path,
-    remove_scratch,
-    scratch_dir,
-    tail,
-)
-from tasks.toolchains.diagnose import diagnose_rspec
-from tasks.toolchains.ruby.lint import lint_command, lint_error
+from tasks.core.types import Finding, LintOffense, SuiteProblem
+from tasks.toolchains.base import CommandRunner, FileRules, SuiteResult, Toolchain
+from tasks.toolchains.mutants import Mutation
+from tasks.toolchains.ruby import context, files, lint, rubric, run, syntax
+from tasks.toolchains.ruby.diagnose import diagnose_rspec
 
-log = logging.getLogger(__name__)
-
-HELPER_NAME = "autopilot_simplecov.rb"
-CONTEXTS_NAME = "autopilot_rspec_contexts.rb"
 #: RuboCop settings for a project without its own (named so that RuboCop resolves the paths in
 #: it against the working directory, the project).
 DEFAULT_RUBOCOP_CONFIG = "autopilot_rubocop.yml"
-#: Sources SimpleCov reports even when no spec loads them (so untested files show 0 %).
-DEFAULT_TRACK = "{app,lib}/**/*.rb"
-_ASSERTION_PREFIXES = ("RSpec::Expectations::", "RSpec::Mocks::")
-_STATUS: dict[str, TestStatus] = {"passed": "passed", "failed": "failed", "pending": "skipped"}
-
-
-def _uses_bundler(repo: Path, gem: str) -> bool:
-    """True when the project has a Gemfile naming `gem`: run it with `bundle exec`."""
-    gemfile = repo / "Gemfile"
-    if not gemfile.is_file():
-        return False
-    return gem in gemfile.read_text(encoding="utf-8", errors="replace")
-
-
-def has_rubocop_config(repo: Path, files: list[str]) -> bool:
-    """Whether RuboCop finds a configuration for any of `files`.
-
-    RuboCop uses the nearest ``.rubocop.yml`` from a file's directory up, past the project (a
-    monorepo's root configuration counts); the sandbox's HOME is private, so no user
-    configuration applies there.
-    """
-    root = repo.resolve()
-    for rel in files:
-        start = (root / rel).parent
-        if any((d / ".rubocop.yml").is_file() for d in (start, *start.parents)):
-            return True
-    return False
-
-
-def rspec_argv(
-    repo: Path, specs: list[str], json_out: Path, requires: list[Path] | None = None
-) -> list[str]:
-    """The RSpec command: progress on stdout, the JSON report to `json_out`."""
-    base = ["bundle", "exec", "rspec"] if _uses_bundler(repo, "rspec") else ["rspec"]
-    extra = [arg for path in requires or [] for arg in ("--require", str(path))]
-    formats = ["--format", "progress", "--format", "json", "--out", str(json_out)]
-    return [*base, *extra, *formats, *specs]
-
-
-def run_tests(
-    repo: Path,
-    specs: list[str],
-    target: str | None,
-    runner: CommandRunner,
-    *,
-    timeout_s: float | None,
-    reports_dir: Path | None,
-    exclude: list[str] | None = None,
-    coverage: bool = True,
-    contexts: bool = False,
-    chain: Toolchain | None = None,
-) -> SuiteResult:
-    """Run spec files (or the suite) with RSpec's JSON formatter and our SimpleCov helper.
-
-    The helper is loaded with ``RUBYOPT=-r`` (the project's spec helper need not start
-    SimpleCov); `exclude` names the remaining spec files, RSpec's --exclude-pattern being a
-    single glob; `contexts` credits each spec file with the lines it ran. `chain` brings the
-    toolchain's ``prepare`` commands. See :meth:`Toolchain.run_specs` for the arguments.
-    """
-    repo = repo.resolve()
-    run_dir = scratch_dir(repo)
-    prepared: list[str] = []
-    try:
-        helper = copy_resource(HELPER_NAME, run_dir)
-        json_out = run_dir / "rspec.json"
-        coverage_dir = run_dir / "coverage"
-        track = DEFAULT_TRACK if target is None else f"{{app/**/*.rb,lib/**/*.rb,{target}}}"
-        env = {"RAILS_ENV": "test"}
-        if coverage:
-            env |= {
-                "RUBYOPT": f"-r{helper}",
-                "AUTOPILOT_COVERAGE_DIR": str(coverage_dir.relative_to(repo)),
-                "AUTOPILOT_COVERAGE_NAME": f"autopilot-{run_dir.name}",
-                "AUTOPILOT_TRACK_FILES": track,
-            }
-        if exclude:
-            # Name the remaining spec files: RSpec's --exclude-pattern is a single glob.
-            skip = set(exclude)
-            specs_run = sorted(
-                rel
-                for p in (repo / "spec").rglob("*_spec.rb")
-                if (rel := p.relative_to(repo).as_posix()) not in skip
-            )
-        else:
-            specs_run = specs
-        requires: list[Path] = []
-        contexts_out = run_dir / "contexts.json"
-        if contexts and coverage:
-            requires.append(copy_resource(CONTEXTS_NAME, run_dir))
-            env["AUTOPILOT_CONTEXTS_FILE"] = str(contexts_out)
-        if chain is not None:
-            try:
-                prepared = chain.prepare_worktree(repo, runner, {"RAILS_ENV": "test"})
-            except ToolchainError as exc:
-                return not_run("ruby-rspec", specs, target, "prepare", str(exc))
-        argv = rspec_argv(repo, specs_run, json_out, requires)
-        cmd = runner.run(argv, cwd=repo, env=env, timeout_s=timeout_s)
-        result = parse_rspec_run(repo, json_out, cmd)
-        result.specs = list(specs)
-        result.target = target
-        suite = SuiteResult(
-            validation=result, prepared=prepared, load_errors=load_errors_by_file(json_out)
-        )
-        if coverage:
-            suite.files = _coverage(repo, coverage_dir / ".resultset.json")
-        if contexts_out.is_file():
-            suite.tested_by = exercised_by(load_contexts(contexts_out, repo), repo)
-        if target is not None:
-            result.coverage = suite.files.get(target)
-        if reports_dir is not None:
-            keep_reports(run_dir, reports_dir)
-        return suite
-    finally:
-        remove_scratch(run_dir)
-
-
-_LOADING = re.compile(r"An error occurred while loading (?:\./)?(?P<path>\S+?_spec\.rb)")
-
-
-def load_errors_by_file(json_out: Path) -> dict[str, str]:
-    """Spec file -> RSpec's message about why it did not load, from the JSON report."""
-    try:
-        data = json.loads(json_out.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    messages = data.get("messages") if isinstance(data, dict) else None
-    out: dict[str, str] = {}
-    for message in messages if isinstance(messages, list) else []:
-        m = _LOADING.search(message) if isinstance(message, str) else None
-        if m:
-            out.setdefault(m.group("path"), message.strip())
-    return out
-
-
-def load_contexts(path: Path, repo: Path) -> LineContexts:
-    """source -> spec file -> lines, from the contexts helper's JSON (outsiders dropped)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        log.warning("%s: unusable spec contexts (%s)", path, exc)
-        return {}
-    out: LineContexts = {}
-    for spec, files in data.items() if isinstance(data, dict) else []:
-        if not isinstance(files, dict):
-            continue
-        spec_rel = relative_path(str(spec), repo).removeprefix("./")
-        for file, lines in files.items():
-            source = relative_path(str(file), repo)
-            if source.startswith("/") or not isinstance(lines, list):
-                continue
-            numbers = {n for n in lines if isinstance(n, int)}
-            out.setdefault(source, {}).setdefault(spec_rel, set()).update(numbers)
-    return out
-
-
-def _coverage(repo: Path, resultset: Path) -> dict[str, FileCoverage]:
-    if not resultset.is_file():
-        log.warning("%s: SimpleCov wrote no resultset; no coverage for this run", repo)
-        return {}
-    try:
-        return parse_coverage(resultset, repo)
-    except CoverageError as exc:
-        log.warning("coverage of %s unusable: %s", repo, exc)
-        return {}
-
-
-def parse_rspec_run(repo: Path, json_out: Path, cmd: CommandResult) -> ValidationResult:
-    """Turn one rspec command and its JSON report into a ValidationResult.
-
-    A missing or broken report, errors outside of examples, or a failing exit status with no
-    example at all mean the specs did not load: ``loaded=False`` with the reason.
-    """
-    base = ValidationResult(
-        toolchain="ruby-rspec", loaded=False, duration_s=cmd.duration_s, reason=cmd.reason
-    )
-    output = tail(cmd.stderr or cmd.stdout)
-    try:
-        data = json.loads(json_out.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-    except (OSError, ValueError) as exc:
-        why = cmd.reason or f"no usable RSpec JSON report ({exc.__class__.__name__})"
-        if cmd.reason:
-            base.problem = SuiteProblem(
-                tool="rspec", cause="environment", message=f"stopped: {cmd.reason}"
-            )
-        else:
-            base.problem = diagnose_rspec(cmd.stdout + "\n" + cmd.stderr, cmd.exit_code, repo)
-            if base.problem.message.startswith("rspec exited"):  # nothing more telling found
-                base.problem.message = why
-            why = base.problem.message
-        base.load_error = f"rspec exited {cmd.exit_code}: {why}\n{output}".strip()
-        return base
-    base.examples = [_example(repo, e) for e in data.get("examples") or [] if isinstance(e, dict)]
-    raw_summary = data.get("summary")
-    summary: dict[str, Any] = raw_summary if isinstance(raw_summary, dict) else {}
-    outside = _number(summary.get("errors_outside_of_examples_count"))
-    messages = [m for m in data.get("messages") or [] if isinstance(m, str) and m.strip()]
-    if outside or (cmd.exit_code != 0 and not base.examples):
-        text = join_messages(messages) or output or f"rspec exited {cmd.exit_code}"
-        base.load_error = text
-        base.problem = diagnose_rspec(cmd.stdout + "\n" + cmd.stderr, cmd.exit_code, repo, messages)
-        return base
-    base.loaded = True
-    return base
-
-
-def _example(repo: Path, raw: dict[str, Any]) -> TestCaseResult:
-    file = str(raw.get("file_path") or "").removeprefix("./") or None
-    status = _STATUS.get(str(raw.get("status")), "error")
-    exc = raw.get("exception") if isinstance(raw.get("exception"), dict) else None
-    message = raw.get("pending_message") if status == "skipped" else None
-    trace = None
-    error_type = None
-    if exc is not None:
-        message = str(exc.get("message") or "").strip()
-        error_type = str(exc.get("class") or "") or None
-        if status == "failed" and error_type and not error_type.startswith(_ASSERTION_PREFIXES):
-            # An exception other than a failed expectation: JUnit's "error", not "failure".
-            status = "error"
-        trace = "\n".join(str(line) for line in exc.get("backtrace") or [])
-    locations = (
-        [loc for loc in locations_from_trace(trace, repo) if not loc.path.startswith("/")]
-        if trace
-        else []
-    )
-    return TestCaseResult(
-        id=str(raw.get("id") or f"{file}:{raw.get('line_number')}"),
-        name=str(raw.get("full_description") or raw.get("description") or ""),
-        classname=file or "",
-        file=file,
-        line=raw.get("line_number") if isinstance(raw.get("line_number"), int) else None,
-        status=status,
-        duration=_number(raw.get("run_time")),
-        message=message,
-        error_type=error_type,
-        trace=trace,
-        locations=locations,
-    )
-
-
-def _number(value: Any) -> float:
-    """A number from an untrusted report field; anything else counts as 0."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0.0
-    return float(value)
-
-
-def lint(
-    repo: Path, files: list[str], autocorrect: bool, runner: CommandRunner
-) -> list[LintOffense]:
-    """RuboCop (or Standard) the given files; returns the remaining offences.
-
-    The project's own configuration decides what counts: its ``.rubocop.yml``, or Standard's
-    ``.standard.yml`` run through ``standardrb``. A project with neither is linted with
-    ``resources/autopilot_rubocop.yml``: RuboCop's defaults, less the cops that do not fit specs
-    (an example group is one long block). `autocorrect` applies every correction the linter
-    has, unsafe ones included: it is only asked for files the model wrote, and those are run
-    again after the lint, so a correction that changed behaviour fails the run.
-
-    Raises:
-        ToolchainError: the linter failed (bad or unknown configuration, a gem it needs is
-            missing, a Ruby version it does not know): one line with the real cause and a hint.
-    """
-    if not files:
-        return []
-    repo = repo.resolve()
-    run_dir = None if has_rubocop_config(repo, files) else scratch_dir(repo)
-    try:
-        default = None if run_dir is None else copy_resource(DEFAULT_RUBOCOP_CONFIG, run_dir)
-        tool, argv = lint_command(repo, files, autocorrect, default, _uses_bundler)
-        cmd = runner.run([*argv, "--", *files], cwd=repo, timeout_s=LINT_TIMEOUT_S)
-    finally:
-        if run_dir is not None:
-            remove_scratch(run_dir)
-    if cmd.reason or cmd.exit_code not in (0, 1):
-        raise ToolchainError(lint_error(tool, cmd, repo))
-    try:
-        return parse_rubocop_json(cmd.stdout, repo)
-    except ToolchainError:
-        if cmd.exit_code == 0:
-            raise
-        raise ToolchainError(lint_error(tool, cmd, repo)) from None
-
-
-def parse_rubocop_json(text: str, repo: Path) -> list[LintOffense]:
-    """Offences from ``rubocop --format json`` output; corrected ones are left out."""
-    start = text.find("{")
-    try:
-        data = json.loads(text[start:]) if start >= 0 else None
-    except ValueError:
-        data = None
-    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
-        raise ToolchainError(f"rubocop printed no JSON report: {tail(text, 300)!r}")
-    offenses: list[LintOffense] = []
-    for entry in data["files"]:
-        path = relative_path(str(entry.get("path", "")), repo)
-        for off in entry.get("offenses") or []:
-            if off.get("corrected"):
-                continue
-            loc = off.get("location") or {}
-            offenses.append(
-                LintOffense(
-                    path=path,
-                    line=int(loc.get("start_line") or loc.get("line") or 0),
-                    column=int(loc.get("start_column") or loc.get("column") or 0),
-                    rule=str(off.get("cop_name", "")),
-                    message=str(off.get("message", "")),
-                    correctable=bool(off.get("correctable")),
-                )
-            )
-    return offenses
+_LOADING = re.compile(r"(?:while loading)\s+'?(?:\./)?(?P<path>[\w./-]+?_spec\.rb)", re.IGNORECASE)
 
 
 class RubyRspecToolchain(Toolchain):
     """ruby-rspec: RSpec + SimpleCov + RuboCop."""
 
     name = "ruby-rspec"
+    language = "ruby"
+    test_tool = "rspec"
+    kinds = files.KINDS
+    detection = "Gemfile + spec/"
     config_files = (
         ".rubocop.yml",
         "spec/.rubocop.yml",
@@ -391,12 +46,59 @@ class RubyRspecToolchain(Toolchain):
         "Gemfile.lock",
         ".ruby-version",
     )
-    resources = (HELPER_NAME, DEFAULT_RUBOCOP_CONFIG, CONTEXTS_NAME)
-    lint = staticmethod(lint)
+    resource_dir = "tasks/toolchains/ruby/resources"
+    resources = (run.HELPER_NAME, DEFAULT_RUBOCOP_CONFIG, run.CONTEXTS_NAME)
+    env_dirs = (".bundle",)
+    output_paths = ("tmp", "log", "coverage")
+    manifests = ("Gemfile", "Gemfile.lock", "gems.rb", "gems.locked", "*.gemspec")
+    migrations = ("db/migrate/*", "db/schema.rb", "db/structure.sql")
+    assertion_words = r"\b(expect|is_expected|should|assert\w*)\b"
+    skip_words = r"(\bxit\b|\bxdescribe\b|\bxcontext\b|\bskip\b|\bpending\b)"
+    mock_words = r"\b(instance_double|receive\(|RSpec::Mocks)"
 
-    def __init__(self, prepare: tuple[str, ...] = ()) -> None:
-        self.prepare = tuple(prepare)
+    @classmethod
+    def detect(cls, repo: Path) -> bool:
+        return (repo / "Gemfile").is_file() and (repo / "spec").is_dir()
+
+    def file_rules(self, repo: Path) -> FileRules:
+        return files.RubyFileRules(repo)
 
     def run_tests(self, *args: Any, **kwargs: Any) -> SuiteResult:
-        """:func:`run_tests` with this toolchain's prepare commands."""
-        return run_tests(*args, chain=self, **kwargs)
+        """:func:`tasks.toolchains.ruby.run.run_tests` with this toolchain."""
+        return run.run_tests(self, *args, **kwargs)
+
+    def load_error_files(self, text: str) -> list[str]:
+        return [m.group("path") for m in _LOADING.finditer(text)]
+
+    def load_problem(self, text: str, project: Path) -> SuiteProblem:
+        return diagnose_rspec(text, 1, project)
+
+    def lint(
+        self, repo: Path, files: list[str], autocorrect: bool, runner: CommandRunner
+    ) -> list[LintOffense]:
+        return lint.lint(repo, files, autocorrect, runner, self.resource(DEFAULT_RUBOCOP_CONFIG))
+
+    def lint_blocked_by(self, problem: SuiteProblem) -> bool:
+        # RuboCop runs through the same bundle: it would only fail again for that reason.
+        return problem.tool == "bundler"
+
+    def rubric_findings(self, path: str, text: str) -> tuple[list[Finding], int]:
+        return rubric.analyse(path, text)
+
+    def context_paths(self, project: Path, source: str, kind: str, source_text: str) -> list[str]:
+        return context.context_paths(project, source, kind, source_text)
+
+    def versions(self, project: Path) -> dict[str, str]:
+        return context.gem_versions(project)
+
+    def syntax_check(self, path: str) -> list[str] | None:
+        return syntax.syntax_check(path)
+
+    def body_lines(self, path: str, text: str) -> set[int] | None:
+        return syntax.body_lines(text) if path.endswith(".rb") else None
+
+    def mutations(self, path: str, text: str, lines: set[int]) -> Iterator[Mutation]:
+        return syntax.mutations(path, text, lines) if path.endswith(".rb") else iter(())
+
+    def mutant_ok(self, text: str) -> bool:
+        return syntax.syntax_ok(text)

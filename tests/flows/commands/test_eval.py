@@ -11,17 +11,12 @@ import pytest
 
 from flows.commands.eval import run
 from tasks.core.types import FileCoverage
-from tasks.evaluate.mutations import (
-    Mutation,
-    apply,
-    choose,
-    covered_lines,
-    python_candidates,
-    ruby_candidates,
-    ruby_syntax_ok,
-)
+from tasks.evaluate.mutations import Mutation, apply, choose, covered_lines
 from tasks.evaluate.table import price_per_token
+from tasks.toolchains.python.syntax import mutations as python_candidates
 from tasks.toolchains.registry import get_toolchain
+from tasks.toolchains.ruby.syntax import mutations as ruby_candidates
+from tasks.toolchains.ruby.syntax import syntax_ok as ruby_syntax_ok
 from tests.examples_repo import SubprocessRunner, git, make_example_repo
 from tests.fakes.mistral_server import MistralServer, Rule, ok
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
@@ -139,7 +134,7 @@ def _expected_mutation(tmp_path: Path, seed: int) -> tuple[Mutation, str, str]:
     scratch = make_example_repo("py_inventory", tmp_path / "scratch")
     suite = get_toolchain("python-pytest").run_suite(scratch, SubprocessRunner())
     sources = {p: (scratch / p).read_text() for p in suite.files}
-    [mutation], texts = choose(sources, suite.files, 1, seed=seed)
+    [mutation], texts = choose(sources, suite.files, 1, get_toolchain("python-pytest"), seed=seed)
     return mutation, sources[mutation.path], texts[mutation.path]
 
 
@@ -236,15 +231,17 @@ def test_ruby_mutations_skip_literals_and_pass_ruby_c() -> None:
         "cart.rb:4: > -> <=",
         "cart.rb:7: + -> -",
     ]
-    chosen, texts = choose({"cart.rb": source}, {"cart.rb": cov}, 5)
+    chosen, texts = choose({"cart.rb": source}, {"cart.rb": cov}, 5, get_toolchain("ruby-rspec"))
     assert len(chosen) == 3 and all(ruby_syntax_ok(t) for t in texts.values())
     assert not ruby_syntax_ok("def x(\n")
 
 
 def test_choice_is_deterministic_one_per_line_and_bounded() -> None:
     cov = FileCoverage(path="p.py", executable_lines=5, covered_lines=5)
-    first = choose({"p.py": PY_SOURCE}, {"p.py": cov}, 10, seed=3)
-    assert first == choose({"p.py": PY_SOURCE}, {"p.py": cov}, 10, seed=3)
+    first = choose({"p.py": PY_SOURCE}, {"p.py": cov}, 10, get_toolchain("python-pytest"), seed=3)
+    assert first == choose(
+        {"p.py": PY_SOURCE}, {"p.py": cov}, 10, get_toolchain("python-pytest"), seed=3
+    )
     mutations, texts = first
     assert len({m.line for m in mutations}) == len(mutations) == 4  # lines 3, 7, 8, 9
     mutated = texts["p.py"].splitlines()

@@ -46,7 +46,10 @@ def _normal(value: Any, key: str, roots: dict[str, str]) -> Any:
     if isinstance(value, dict):
         return {k: _normal(v, k, roots) for k, v in value.items()}
     if isinstance(value, list):
-        return [_normal(v, key, roots) for v in value]
+        items = [_normal(v, key, roots) for v in value]
+        if key == "examples":  # a run's examples come in the runner's (random) order
+            items.sort(key=lambda e: str(e.get("id")) if isinstance(e, dict) else str(e))
+        return items
     if isinstance(value, float) and any(t in key for t in _TIMED):
         return "<seconds>"
     if isinstance(value, str):

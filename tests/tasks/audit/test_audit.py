@@ -10,16 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from tasks.audit.report import build_report, spec_outcomes, specs_failing_to_load
+from tasks.audit.baseline import specs_failing_to_load
+from tasks.audit.report import build_report, spec_outcomes
 from tasks.core.types import (
     FileCoverage,
     MappedFile,
     Mapping,
-    SourceKind,
     StaticVerdict,
     TestCaseResult,
     ValidationResult,
 )
+from tasks.toolchains.registry import get_toolchain
 from tests.examples_repo import git, make_example_repo
 
 AUTOPILOT = str(Path(sys.executable).with_name("autopilot"))
@@ -35,25 +36,25 @@ def test_build_report_statuses_summary_and_coverage() -> None:
         files=[
             MappedFile(
                 source="app/models/a.rb",
-                kind=SourceKind.MODEL,
+                kind="model",
                 specs=["spec/a_spec.rb"],
                 expected_spec="spec/a_spec.rb",
             ),
             MappedFile(
                 source="app/models/b.rb",
-                kind=SourceKind.MODEL,
+                kind="model",
                 specs=["spec/b_spec.rb"],
                 expected_spec="spec/b_spec.rb",
             ),
             MappedFile(
                 source="lib/c.rb",
-                kind=SourceKind.RUBY,
+                kind="ruby",
                 specs=[],
                 expected_spec="spec/lib/c_spec.rb",
             ),
             MappedFile(
                 source="app/models/d.rb",
-                kind=SourceKind.MODEL,
+                kind="model",
                 specs=["spec/d_spec.rb"],
                 expected_spec="spec/d_spec.rb",
             ),
@@ -120,14 +121,24 @@ def test_load_errors_name_the_broken_files() -> None:
         load_error="An error occurred while loading ./spec/models/customer_spec.rb.\n"
         "SyntaxError: ...\nAn error occurred while loading ./spec/lib/x_spec.rb.",
     )
-    assert specs_failing_to_load(rspec) == ["spec/models/customer_spec.rb", "spec/lib/x_spec.rb"]
+    assert specs_failing_to_load(get_toolchain("ruby-rspec"), rspec) == [
+        "spec/models/customer_spec.rb",
+        "spec/lib/x_spec.rb",
+    ]
     pytest_err = ValidationResult(
         toolchain="python-pytest",
         loaded=False,
         load_error="ERROR collecting tests/test_stock.py\nE   SyntaxError",
     )
-    assert specs_failing_to_load(pytest_err) == ["tests/test_stock.py"]
-    assert specs_failing_to_load(ValidationResult(toolchain="ruby-rspec", loaded=True)) == []
+    assert specs_failing_to_load(get_toolchain("python-pytest"), pytest_err) == [
+        "tests/test_stock.py"
+    ]
+    assert (
+        specs_failing_to_load(
+            get_toolchain("ruby-rspec"), ValidationResult(toolchain="ruby-rspec", loaded=True)
+        )
+        == []
+    )
     assert spec_outcomes(rspec, ["spec/x_spec.rb"]) == {"spec/x_spec.rb": False}
 
 

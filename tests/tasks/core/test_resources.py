@@ -17,7 +17,7 @@ from tests.conftest import REPO_ROOT
         "skills/rails-model.md",
         "judge/rubric.md",
         "judge/calibration",
-        "tasks/toolchains/resources/autopilot_simplecov.rb",
+        "tasks/toolchains/ruby/resources/autopilot_simplecov.rb",
     ],
 )
 def test_checkout_resources_are_the_repository_files(name: str) -> None:

@@ -9,9 +9,13 @@ from pathlib import Path
 import pytest
 
 from tasks.core.errors import BadInputError
-from tasks.core.types import SourceKind
-from tasks.generate.context import build_context, gem_versions
+from tasks.generate.context import build_context
 from tasks.generate.targets import Target
+from tasks.toolchains.registry import get_toolchain
+from tasks.toolchains.ruby.context import gem_versions
+
+RUBY = get_toolchain("ruby-rspec")
+PYTHON = get_toolchain("python-pytest")
 
 GEMFILE_LOCK = """\
 GEM
@@ -68,7 +72,7 @@ def rails(tmp_path: Path) -> Path:
 
 ORDER = Target(
     source="app/models/order.rb",
-    kind=SourceKind.MODEL,
+    kind="model",
     specs=["spec/models/order_spec.rb"],
     spec="spec/models/order_spec.rb",
     reason="low-coverage",
@@ -78,7 +82,7 @@ ORDER = Target(
 def test_ruby_context_has_the_needed_factories_first_helpers_schema_and_versions(
     rails: Path,
 ) -> None:
-    ctx = build_context(rails, ORDER, "ruby")
+    ctx = build_context(rails, ORDER, RUBY)
 
     assert ctx.source.startswith("class Order")
     assert [f.path for f in ctx.existing_specs] == ["spec/models/order_spec.rb"]
@@ -106,7 +110,7 @@ def test_ruby_context_has_the_needed_factories_first_helpers_schema_and_versions
 def test_no_secret_file_or_value_reaches_the_context(rails: Path) -> None:
     # A factory with an innocent name that is a link to the .env file.
     (rails / "spec/factories/leak.rb").symlink_to(rails / ".env")
-    ctx = build_context(rails, ORDER, "ruby")
+    ctx = build_context(rails, ORDER, RUBY)
     text = ctx.model_dump_json()
     paths = [f.path for f in ctx.context_files]
     assert "spec/factories/leak.rb" not in paths
@@ -119,14 +123,14 @@ def test_no_secret_file_or_value_reaches_the_context(rails: Path) -> None:
 def test_a_secret_looking_source_is_refused(rails: Path) -> None:
     target = ORDER.model_copy(update={"source": ".env", "specs": []})
     with pytest.raises(BadInputError, match="secrets"):
-        build_context(rails, target, "ruby")
+        build_context(rails, target, RUBY)
 
 
 def test_digest_follows_the_content_of_every_context_file(rails: Path) -> None:
-    before = build_context(rails, ORDER, "ruby").digest()
-    assert build_context(rails, ORDER, "ruby").digest() == before
+    before = build_context(rails, ORDER, RUBY).digest()
+    assert build_context(rails, ORDER, RUBY).digest() == before
     (rails / "spec/factories/widgets.rb").write_text("FactoryBot.define {}\n", encoding="utf-8")
-    assert build_context(rails, ORDER, "ruby").digest() != before
+    assert build_context(rails, ORDER, RUBY).digest() != before
 
 
 def test_python_context_has_conftest_config_and_interpreter(tmp_path: Path) -> None:
@@ -141,9 +145,9 @@ def test_python_context_has_conftest_config_and_interpreter(tmp_path: Path) -> N
         },
     )
     target = Target(
-        source="src/pkg/mod.py", kind=SourceKind.PYTHON, spec="tests/test_mod.py", reason="untested"
+        source="src/pkg/mod.py", kind="python", spec="tests/test_mod.py", reason="untested"
     )
-    ctx = build_context(tmp_path, target, "python")
+    ctx = build_context(tmp_path, target, PYTHON)
     assert [f.path for f in ctx.context_files] == [
         "tests/conftest.py",
         "pyproject.toml",
@@ -179,11 +183,11 @@ def test_controller_context_has_routes_superclass_and_the_classes_it_names(tmp_p
     )
     target = Target(
         source="app/controllers/api/orders_controller.rb",
-        kind=SourceKind.CONTROLLER,
+        kind="controller",
         spec="spec/requests/api/orders_spec.rb",
         reason="untested",
     )
-    paths = [f.path for f in build_context(tmp_path, target, "ruby").context_files]
+    paths = [f.path for f in build_context(tmp_path, target, RUBY).context_files]
     assert paths == [
         "config/routes.rb",
         "app/controllers/api/base_controller.rb",
@@ -205,11 +209,11 @@ def test_mailer_context_has_its_templates(tmp_path: Path) -> None:
     )
     target = Target(
         source="app/mailers/order_mailer.rb",
-        kind=SourceKind.MAILER,
+        kind="mailer",
         spec="spec/mailers/order_mailer_spec.rb",
         reason="untested",
     )
-    paths = [f.path for f in build_context(tmp_path, target, "ruby").context_files]
+    paths = [f.path for f in build_context(tmp_path, target, RUBY).context_files]
     assert paths == [
         "app/views/order_mailer/confirmation.text.erb",
         "app/mailers/application_mailer.rb",
@@ -231,9 +235,9 @@ def test_python_context_has_the_project_modules_the_source_imports(tmp_path: Pat
         },
     )
     target = Target(
-        source="src/shop/orders.py", kind=SourceKind.PYTHON, spec="tests/t.py", reason="untested"
+        source="src/shop/orders.py", kind="python", spec="tests/t.py", reason="untested"
     )
-    paths = [f.path for f in build_context(tmp_path, target, "python").context_files]
+    paths = [f.path for f in build_context(tmp_path, target, PYTHON).context_files]
     assert paths == [
         "src/shop/money.py",  # the empty package __init__.py says nothing: left out
         "src/shop/stock.py",
@@ -241,4 +245,4 @@ def test_python_context_has_the_project_modules_the_source_imports(tmp_path: Pat
     ]
     # A source that does not parse still gets its context, without imports.
     (tmp_path / "src/shop/orders.py").write_text("from shop import stock\ndef broken(:\n")
-    assert [f.path for f in build_context(tmp_path, target, "python").context_files] == []
+    assert [f.path for f in build_context(tmp_path, target, PYTHON).context_files] == []

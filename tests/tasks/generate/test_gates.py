@@ -3,7 +3,7 @@ from __future__ import annotations
 from tasks.core.config import GateSettings
 from tasks.core.types import FileCoverage, Finding, LintOffense, StaticVerdict, TestCaseResult
 from tasks.core.types import ValidationResult as VR
-from tasks.generate.gates import Evidence, evaluate, execution_gate
+from tasks.generate.gates import Evidence, evaluate, execution
 
 SETTINGS = GateSettings(min_coverage=0.9, min_coverage_gain=0.2, min_judge=0.7, flaky_runs=2)
 
@@ -48,7 +48,7 @@ def test_load_failure_is_the_load_gate_with_the_error_text() -> None:
 def test_failing_example_is_the_pass_gate() -> None:
     v = _ok()
     v.examples.append(_case("failed", "expected 3\n got 4"))
-    d = execution_gate(v)
+    d = execution(v)
     assert d.gate == "pass"
     assert d.reasons == ["spec/a_spec.rb:3: expected 3"]
 
@@ -56,13 +56,13 @@ def test_failing_example_is_the_pass_gate() -> None:
 def test_no_examples_is_not_a_pass() -> None:
     v = _ok()
     v.examples.clear()
-    assert execution_gate(v).gate == "pass"
+    assert execution(v).gate == "pass"
 
 
 def test_sandbox_reason_fails_pass_gate() -> None:
     v = _ok()
     v.reason = "timeout after 30s"
-    d = execution_gate(v)
+    d = execution(v)
     assert (d.gate, d.reasons) == ("pass", ["timeout after 30s"])
 
 
@@ -101,4 +101,28 @@ def test_static_forbidden_rule_rejects_but_other_findings_do_not() -> None:
 def test_judge_threshold_and_stop_before_judge() -> None:
     assert evaluate(_evidence(judge_score=0.6), SETTINGS).gate == "judge"
     assert evaluate(_evidence(judge_score=None), SETTINGS).gate == "judge"
-    assert evaluate(_evidence(judge_score=None), SETTINGS, judge=False).accepted
+    assert evaluate(_evidence(judge_score=None), SETTINGS, skip=("judge",)).accepted
+
+
+def test_the_decision_lists_every_gate_run_in_order() -> None:
+    d = evaluate(_evidence(), SETTINGS)
+    assert [r.gate for r in d.results] == [
+        "load",
+        "pass",
+        "flaky",
+        "lint",
+        "coverage",
+        "static",
+        "judge",
+    ]
+    assert all(r.passed for r in d.results) and d.gate is None and d.reasons == []
+    low = evaluate(_evidence(validation=_ok(covered=5), coverage_before=0.5), SETTINGS)
+    assert [r.gate for r in low.results] == ["load", "pass", "flaky", "lint", "coverage"]
+    assert low.gate == "coverage" and low.results[-1].passed is False
+    skipped = evaluate(_evidence(reruns=None), SETTINGS, skip=("flaky", "judge"))
+    assert "flaky" not in [r.gate for r in skipped.results] and skipped.accepted
+
+
+def test_a_shared_support_file_that_breaks_the_suite_fails_the_pass_gate() -> None:
+    d = evaluate(_evidence(shared_breaks=["changed shared file(s) x break other specs"]), SETTINGS)
+    assert (d.gate, d.reasons) == ("pass", ["changed shared file(s) x break other specs"])

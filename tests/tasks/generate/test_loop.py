@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from tasks.core.config import SandboxSettings, Settings, load_settings
-from tasks.core.types import SourceKind
+from tasks.generate.context import build_context
 from tasks.generate.loop import generate_for_file
+from tasks.generate.skills import choose_skill
 from tasks.generate.targets import Target
 from tasks.model.client import ModelClient
 from tasks.model.transport import Backoff
@@ -24,9 +25,7 @@ pytestmark = pytest.mark.slow
 
 SOURCE = "src/inventory/reports.py"
 SPEC = "tests/test_reports.py"
-TARGET = Target(
-    source=SOURCE, kind=SourceKind.PYTHON, spec=SPEC, reason="untested", coverage_before=0.0
-)
+TARGET = Target(source=SOURCE, kind="python", spec=SPEC, reason="untested", coverage_before=0.0)
 
 GOOD = """\
 from inventory.reports import render_table, stock_value_cents, summary
@@ -104,11 +103,14 @@ def _run(  # type: ignore[no-untyped-def]
 ):
     client = ModelClient.from_settings(settings, backoff=Backoff(initial_ms=10, max_ms=50))
     runner = make_runner(SandboxSettings(backend="bwrap", timeout_s=120), root=project)
+    chain = get_toolchain("python-pytest")
     try:
         return generate_for_file(
             project,
             TARGET,
-            toolchain=get_toolchain("python-pytest"),
+            chain=chain,
+            skill=choose_skill(TARGET.source, TARGET.kind),
+            context=build_context(project, TARGET, chain),
             runner=runner,
             client=client,
             settings=settings,

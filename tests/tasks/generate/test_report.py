@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tasks.core.config import load_settings
-from tasks.core.types import SourceKind
 from tasks.generate.cache import OutcomeStore, outcome_key
 from tasks.generate.context import FileText, PromptContext
 from tasks.generate.report import (
@@ -30,7 +29,7 @@ from tasks.toolchains.registry import get_toolchain
 def _outcome(source: str, verdict: str, files: dict[str, str] | None = None) -> FileOutcome:
     return FileOutcome(
         source=source,
-        kind=SourceKind.MODEL,
+        kind="model",
         spec=source.replace("app/", "spec/").replace(".rb", "_spec.rb"),
         verdict=verdict,  # type: ignore[arg-type]
         files=files or {},
@@ -103,7 +102,7 @@ def test_table_and_summary_name_the_failed_gate() -> None:
 
 TARGET = Target(
     source="app/models/customer.rb",
-    kind=SourceKind.MODEL,
+    kind="model",
     spec="spec/models/customer_spec.rb",
     reason="untested",
     coverage_before=0.0,
@@ -141,7 +140,7 @@ def test_outcome_key_changes_with_every_input_it_depends_on() -> None:
         {"settings": load_settings(None, {"gates.min_judge": 0.8})},
         {"max_iterations": 2},
         {"toolchain_config": "d" * 64},
-        {"skill": choose_skill("lib/x.rb", SourceKind.RUBY)},
+        {"skill": choose_skill("lib/x.rb", "ruby")},
     ]
     keys = {outcome_key(**(base | v)) for v in variants}  # type: ignore[arg-type]
     assert key not in keys and len(keys) == len(variants)

@@ -6,7 +6,7 @@ import pytest
 
 from tasks.audit.report import AuditFile, AuditReport, AuditSummary
 from tasks.core.errors import BadInputError
-from tasks.core.types import MappedFile, Mapping, SourceKind
+from tasks.core.types import MappedFile, Mapping
 from tasks.generate.targets import choose_targets
 
 
@@ -14,7 +14,7 @@ def _file(source: str, status: str, coverage: float, static: float | None = None
     specs = [] if status == "untested" else [f"spec/{source.split('/')[-1][:-3]}_spec.rb"]
     return AuditFile(
         source=source,
-        kind=SourceKind.MODEL,
+        kind="model",
         specs=specs,
         status=status,  # type: ignore[arg-type]
         coverage=coverage,

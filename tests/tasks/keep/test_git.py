@@ -11,7 +11,6 @@ from tasks.core.errors import BadInputError
 from tasks.keep.git import (
     BranchExistsError,
     GitError,
-    apply_patch_check,
     commit_files_to_new_branch,
     push_branch,
     resolve_commit,
@@ -239,24 +238,6 @@ def test_unique_branch_name(repo: Path, tmp_path: Path) -> None:
     assert unique_branch_name(repo, "autopilot/fix-abc") == "autopilot/fix-abc-4"
     with pytest.raises(BadInputError):
         unique_branch_name(repo, "bad name")
-
-
-def test_apply_patch_check(repo: Path) -> None:
-    with worktree(repo, "HEAD") as wt:
-        good = (
-            "--- a/lib/b.rb\n+++ b/lib/b.rb\n@@ -1 +1 @@\n-puts 1\n+puts 2\n"
-        )  # fmt: skip
-        assert apply_patch_check(wt, good) is None
-        assert (wt / "lib" / "b.rb").read_text() == "puts 1\n"  # --check writes nothing
-        stale = "--- a/lib/b.rb\n+++ b/lib/b.rb\n@@ -1 +1 @@\n-puts 99\n+puts 2\n"
-        error = apply_patch_check(wt, stale)
-        assert error is not None and "lib/b.rb" in error and "patch does not apply" in error
-        missing = "--- a/nope.rb\n+++ b/nope.rb\n@@ -1 +1 @@\n-x\n+y\n"
-        error = apply_patch_check(wt, missing)
-        assert error is not None and "nope.rb" in error
-        garbage = apply_patch_check(wt, "this is not a diff")
-        assert garbage is not None and garbage != ""
-        assert git(wt, "status", "--porcelain") == ""
 
 
 def test_push_branch(repo: Path, tmp_path: Path) -> None:

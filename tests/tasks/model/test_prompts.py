@@ -13,17 +13,17 @@ from pydantic import ValidationError
 
 from tasks.core.types import FileCoverage, LintOffense, TestCaseResult, ValidationResult
 from tasks.generate.skills import choose_skill
+from tasks.model.feedback import format_failure_output
 from tasks.model.prompts import (
     REQUIRED_PROMPTS,
     PromptError,
     default_prompts_dir,
     fenced,
-    format_failure_output,
     load_prompt,
     render,
     validate_all,
 )
-from tasks.model.schemas import (
+from tasks.model.replies import (
     SCHEMA_NAMES,
     Diagnosis,
     JudgeVerdict,

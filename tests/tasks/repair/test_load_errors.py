@@ -17,6 +17,7 @@ from tasks.repair.scout import (
     load_failure_cases,
 )
 from tasks.toolchains.base import SuiteResult
+from tasks.toolchains.registry import get_toolchain
 from tests.examples_repo import git, make_example_repo
 from tests.fakes.mistral_server import MistralServer, Rule
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
@@ -130,12 +131,12 @@ def test_a_suite_that_does_not_load_because_of_the_project_is_a_group_over_every
         )
     )
     files = ["tests/test_a.py", "tests/test_b.py", "tests/test_c.py"]
-    cases, problem = load_failure_cases(suite, tmp_path, "python-pytest", files)
+    cases, problem = load_failure_cases(suite, tmp_path, get_toolchain("python-pytest"), files)
     assert problem is None
     assert [c.id for c in cases] == files
     assert all(c.classname == LOAD_ERROR_CLASS and c.line is None for c in cases)
     assert cases[0].message == "ImportError: cannot import name 'Stock' from 'inventory.stock'"
-    [group] = group_failures(cases)
+    [group] = group_failures(cases, get_toolchain("python-pytest").file_rules(tmp_path))
     assert group.spec_files == files and group.source is None
     assert group.frame == "src/inventory/stock.py:3"
 
@@ -146,7 +147,9 @@ def test_an_environment_problem_is_returned_for_a_person_not_as_cases(tmp_path: 
             toolchain="python-pytest", loaded=False, problem=_problem("environment")
         )
     )
-    cases, problem = load_failure_cases(suite, tmp_path, "python-pytest", ["tests/test_a.py"])
+    cases, problem = load_failure_cases(
+        suite, tmp_path, get_toolchain("python-pytest"), ["tests/test_a.py"]
+    )
     assert cases == [] and problem is not None
     state = environment_group(problem)
     assert (state.outcome, state.step) == ("needs_human", "human")

@@ -15,9 +15,10 @@ from tasks.facts.reports.read import parse_reports
 from tasks.keep.git import worktree
 from tasks.model.client import ModelClient
 from tasks.repair.loop import RepairEnv, run_group
-from tasks.repair.review import audit_patch
+from tasks.repair.review import review_patch
 from tasks.repair.scout import group_failures
 from tasks.repair.state import GroupState
+from tasks.toolchains.registry import toolchain_for
 from tests.fakes.mistral_server import MistralServer, RecordedRequest, Rule
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
 from tests.flows.test_post_merge import (
@@ -37,7 +38,8 @@ def env(tmp_path: Path, mistral_server: MistralServer) -> Iterator[tuple[RepairE
     settings = load_settings(repo, {"repair.max_retries": 1})
     cases = parse_reports([report], repo=repo).cases
     failing = [c for c in cases if c.status in ("failed", "error")]
-    [group] = group_failures(failing)
+    chain = toolchain_for(settings, "python-pytest")
+    [group] = group_failures(failing, chain.file_rules(repo))
     client = ModelClient.from_settings(settings)
     with worktree(repo, head) as wt:
         yield (
@@ -47,7 +49,7 @@ def env(tmp_path: Path, mistral_server: MistralServer) -> Iterator[tuple[RepairE
                 repo_root=repo,
                 sub="",
                 base_commit=head,
-                toolchain="python-pytest",
+                chain=chain,
                 project=wt,
                 all_failures=failing,
             ),
@@ -138,15 +140,17 @@ def test_an_identical_diff_reuses_its_earlier_validation(
         "repo_root": repair_env.repo_root,
         "sub": "",
         "base_commit": repair_env.base_commit,
-        "toolchain": "python-pytest",
+        "chain": repair_env.chain,
         "group": state.group,
         "diagnosis": None,
         "known_failures": [],
         "settings": repair_env.settings,
     }
-    first = audit_patch(patch=patch, **kwargs)  # type: ignore[arg-type]
-    second = audit_patch(patch=patch, **kwargs)  # type: ignore[arg-type]
-    other = audit_patch(patch=patch_to(7).removeprefix("```diff\n").removesuffix("```\n"), **kwargs)  # type: ignore[arg-type]
+    first = review_patch(patch=patch, **kwargs)  # type: ignore[arg-type]
+    second = review_patch(patch=patch, **kwargs)  # type: ignore[arg-type]
+    other = review_patch(
+        patch=patch_to(7).removeprefix("```diff\n").removesuffix("```\n"), **kwargs
+    )  # type: ignore[arg-type]
     assert (first.verdict, first.cached) == ("PASSED", False)
     assert (second.verdict, second.cached) == ("PASSED", True)
     assert second.rerun_output == first.rerun_output

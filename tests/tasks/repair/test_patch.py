@@ -12,10 +12,11 @@ from tasks.core.config import RepairSettings, load_settings
 from tasks.facts.reports.read import parse_reports
 from tasks.repair.branch import Applied, apply_in_order
 from tasks.repair.patch import GitView, git_view
-from tasks.repair.review import audit_patch
+from tasks.repair.review import review_patch
 from tasks.repair.risk import parse_patch, risk_reasons
 from tasks.repair.scout import group_failures
 from tasks.repair.state import FailureGroup
+from tasks.toolchains.registry import get_toolchain
 from tests.examples_repo import git
 from tests.flows.test_post_merge import PRICING, patch_to, regressed_repo
 
@@ -50,8 +51,12 @@ def view(repo: tuple[Path, str], diff: str, sub: str = "") -> GitView:
     return v
 
 
+RUBY = get_toolchain("ruby-rspec")
+RB_RULES = RUBY.file_rules(Path("/nonexistent-project"))
+
+
 def risks(v: GitView) -> list[str]:
-    return risk_reasons(v.info, None, GROUP, RepairSettings())
+    return risk_reasons(v.info, None, GROUP, RepairSettings(), RUBY, RB_RULES)
 
 
 FIX = "@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n"
@@ -64,7 +69,8 @@ def test_other_prefixes_hide_a_ci_file_from_the_headers_but_not_from_git(
     diff += "@@ -0,0 +1 @@\n+on: push\n"
     # The headers' own reading (strip a/ and b/ only) misses it...
     assert not any(
-        "CI" in r for r in risk_reasons(parse_patch(diff), None, GROUP, RepairSettings())
+        "CI" in r
+        for r in risk_reasons(parse_patch(diff), None, GROUP, RepairSettings(), RUBY, RB_RULES)
     )
     # ...git writes .github/workflows/evil.yml, and that is what is judged.
     v = view(repo, diff)
@@ -216,13 +222,15 @@ def test_a_disguised_patch_that_fixes_the_tests_is_risky_never_passed(
     template, risk = DISGUISED[case]
     patch = template.format(fix=_fix_hunk())
     cases = parse_reports([report], repo=repo).cases
-    [group] = group_failures([c for c in cases if c.status in ("failed", "error")])
+    chain = get_toolchain("python-pytest")
+    failing = [c for c in cases if c.status in ("failed", "error")]
+    [group] = group_failures(failing, chain.file_rules(repo))
 
-    audit = audit_patch(
+    audit = review_patch(
         repo_root=repo,
         sub="",
         base_commit=head,
-        toolchain="python-pytest",
+        chain=chain,
         patch=patch,
         group=group,
         diagnosis=None,
@@ -243,3 +251,15 @@ def test_a_disguised_patch_that_fixes_the_tests_is_risky_never_passed(
     ).stdout.split()
     assert risk.split(":")[0] in shown
     assert git(repo, "status", "--porcelain") == ""  # the user's checkout never changed
+
+
+def test_git_view_says_why_a_patch_does_not_apply(repo: tuple[Path, str]) -> None:
+    good = view(repo, "--- a/app/a.rb\n+++ b/app/a.rb\n@@ -1,2 +1,2 @@\n-one\n+uno\n two\n")
+    assert good.info.files == ["app/a.rb"] and good.info.added_text["app/a.rb"] == ["uno"]
+    stale = git_view(repo[0], "", repo[1], "--- a/app/a.rb\n+++ b/app/a.rb\n@@ -1 +1 @@\n-9\n+2\n")
+    assert isinstance(stale, str) and "app/a.rb" in stale and "patch does not apply" in stale
+    missing = git_view(repo[0], "", repo[1], "--- a/nope.rb\n+++ b/nope.rb\n@@ -1 +1 @@\n-x\n+y\n")
+    assert isinstance(missing, str) and "nope.rb" in missing
+    garbage = git_view(repo[0], "", repo[1], "this is not a diff")
+    assert isinstance(garbage, str) and garbage
+    assert git(repo[0], "status", "--porcelain") == ""  # nothing was written

@@ -8,6 +8,7 @@ from pathlib import Path
 from tasks.core.config import load_settings
 from tasks.model.client import ModelClient
 from tasks.repair.scout import group_failures, scout_log
+from tasks.toolchains.registry import get_toolchain
 from tests.fakes.mistral_server import MistralServer, Rule
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
 
@@ -63,5 +64,5 @@ def test_scout_turns_a_raw_log_into_failures_and_drops_unsafe_paths(
     assert "FAILED tests/test_pricing.py::test_ten_units_get_five_percent" in request.text
     assert "wJalrXUtnFEMI" not in request.text  # secrets in logs never reach the model
     assert str(log_file) in request.text
-    groups = group_failures(cases)
+    groups = group_failures(cases, get_toolchain("python-pytest").file_rules(repo))
     assert [len(g.tests) for g in groups] == [2]  # same error type and message shape

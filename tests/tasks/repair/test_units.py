@@ -12,25 +12,25 @@ from tasks.core.types import (
     Location,
     MappedFile,
     Mapping,
-    SourceKind,
     TestCaseResult,
     ValidationResult,
 )
 from tasks.keep.git import BranchExistsError
-from tasks.model.schemas import Alternative, Diagnosis
+from tasks.model.replies import Alternative, Diagnosis
 from tasks.repair.branch import GroupCommit, commit_chain
 from tasks.repair.review import judge_rerun
 from tasks.repair.risk import parse_patch, risk_reasons
 from tasks.repair.scout import error_type_of, group_failures, message_shape
 from tasks.repair.state import (
     Attempt,
-    AuditResult,
     FailureGroup,
     GroupState,
+    PatchReview,
     metrics,
     route_after_audit,
     route_after_diagnosis,
 )
+from tasks.toolchains.registry import get_toolchain
 
 
 def case(
@@ -64,12 +64,18 @@ def diagnosis(wrong_side: str = "code", confidence: float = 0.9, cause: str = "x
     )
 
 
+RUBY = get_toolchain("ruby-rspec")
+PY = get_toolchain("python-pytest")
+#: The file rules of a project with no configuration of its own.
+RB_RULES = RUBY.file_rules(Path("/nonexistent-project"))
+PY_RULES = PY.file_rules(Path("/nonexistent-project"))
+
 MAPPING = Mapping(
     toolchain="ruby-rspec",
     files=[
         MappedFile(
             source="app/models/product.rb",
-            kind=SourceKind.MODEL,
+            kind="model",
             specs=["spec/models/product_spec.rb"],
             expected_spec="spec/models/product_spec.rb",
         )
@@ -86,7 +92,7 @@ def test_failures_with_one_cause_form_one_group_and_others_stay_apart() -> None:
         case("d", "passed", status="passed"),
         case("e", "expected: 1\n     got: 2", locations=[("app/models/order.rb", 3)]),
     ]
-    groups = group_failures(cases, MAPPING)
+    groups = group_failures(cases, RB_RULES, MAPPING)
     assert [[t.id for t in g.tests] for g in groups] == [["a", "b"], ["c"], ["e"]]
     first = groups[0]
     assert first.source == "app/models/product.rb"
@@ -153,29 +159,38 @@ def test_symlinks_and_binary_diffs_are_refused() -> None:
 
 
 def test_risk_reasons() -> None:
-    group = group_failures([case("a", "expected 1")], MAPPING)[0]
+    group = group_failures([case("a", "expected 1")], RB_RULES, MAPPING)[0]
     settings = RepairSettings(max_patch_lines=3, risky_paths=["app/core/*"])
     manifest = DIFF.replace("app/models/product.rb", "Gemfile.lock")
-    assert risk_reasons(parse_patch(manifest), None, group, settings) == [
+    assert risk_reasons(parse_patch(manifest), None, group, settings, RUBY, RB_RULES) == [
         "Gemfile.lock: dependency manifest or lock file"
     ]
     migration = DIFF.replace("app/models/product.rb", "db/migrate/001_x.rb")
-    assert "migration" in risk_reasons(parse_patch(migration), None, group, settings)[0]
+    assert (
+        "migration"
+        in risk_reasons(parse_patch(migration), None, group, settings, RUBY, RB_RULES)[0]
+    )
     core = DIFF.replace("app/models/product.rb", "app/core/money.rb")
-    assert "risky path" in risk_reasons(parse_patch(core), None, group, settings)[0]
+    assert "risky path" in risk_reasons(parse_patch(core), None, group, settings, RUBY, RB_RULES)[0]
     ci = DIFF.replace("app/models/product.rb", ".github/workflows/ci.yml")
-    assert "CI" in risk_reasons(parse_patch(ci), None, group, settings)[0]
+    assert "CI" in risk_reasons(parse_patch(ci), None, group, settings, RUBY, RB_RULES)[0]
     # The test is wrong, yet production code is edited: a person decides.
-    wrong_side = risk_reasons(parse_patch(DIFF), diagnosis("test"), group, settings)
+    wrong_side = risk_reasons(parse_patch(DIFF), diagnosis("test"), group, settings, RUBY, RB_RULES)
     assert "diagnosis says the test is wrong" in wrong_side[0]
     mocked = risk_reasons(
-        parse_patch(DIFF), diagnosis("code", cause="the stubbed client mock"), group, settings
+        parse_patch(DIFF),
+        diagnosis("code", cause="the stubbed client mock"),
+        group,
+        settings,
+        RUBY,
+        RB_RULES,
     )
     assert "mock" in mocked[0]
-    assert risk_reasons(parse_patch(DIFF), diagnosis("code"), group, settings) == []
+    assert risk_reasons(parse_patch(DIFF), diagnosis("code"), group, settings, RUBY, RB_RULES) == []
     big = DIFF.replace("-  RATE = 6\n+  RATE = 5\n", "-a\n-b\n+c\n+d\n")
     assert (
-        "more than max_patch_lines (3)" in risk_reasons(parse_patch(big), None, group, settings)[0]
+        "more than max_patch_lines (3)"
+        in risk_reasons(parse_patch(big), None, group, settings, RUBY, RB_RULES)[0]
     )
 
 
@@ -184,7 +199,7 @@ def _run(examples: list[TestCaseResult]) -> ValidationResult:
 
 
 def test_judge_rerun_passed_revision_and_wrong_diagnosis() -> None:
-    group = group_failures([case("a", "expected 5 got 6")], MAPPING)[0]
+    group = group_failures([case("a", "expected 5 got 6")], RB_RULES, MAPPING)[0]
     other_known = case("k", "known failure elsewhere")
     ok = _run([case("a", "", status="passed"), other_known])
     assert judge_rerun(group, ok, [other_known]) == (True, "", False)
@@ -207,7 +222,7 @@ def _state() -> GroupState:
 
 
 def _audited(state: GroupState, verdict: str, wrong: bool = False) -> None:
-    audit = AuditResult(verdict=verdict, feedback="fb", diagnosis_wrong=wrong)  # type: ignore[arg-type]
+    audit = PatchReview(verdict=verdict, feedback="fb", diagnosis_wrong=wrong)  # type: ignore[arg-type]
     state.attempts.append(
         Attempt(number=len(state.attempts) + 1, diagnosis_index=0, patch="p", audit=audit)
     )
@@ -293,7 +308,7 @@ def test_commit_chain_makes_one_commit_per_group_on_a_new_branch(tmp_path: Path)
 
 
 def test_the_diagnosis_brings_the_code_it_blames_into_the_context(tmp_path: Path) -> None:
-    from tasks.model.schemas import CodeBlock
+    from tasks.model.replies import CodeBlock
     from tasks.repair.roles import extend_context
     from tasks.repair.state import CodeSnippet, GroupContext
 
@@ -335,7 +350,7 @@ def test_a_spec_file_that_did_not_load_is_fixed_when_its_examples_run_and_pass()
         error_type="SyntaxError",
         message="unexpected end-of-input",
     )
-    group = group_failures([load_error], MAPPING)[0]
+    group = group_failures([load_error], RB_RULES, MAPPING)[0]
     passing = _run([case("spec/models/product_spec.rb[1:1]", "", status="passed")])
     assert judge_rerun(group, passing, [])[0] is True
     failing = _run([case("spec/models/product_spec.rb[1:1]", "expected 1 got 2")])
@@ -387,7 +402,7 @@ def test_a_test_file_is_found_for_reports_that_name_none(tmp_path: Path) -> None
     from_class.classname = "tests.test_units.TestParse"
     unknown = case("x::y", "boom", file=None)  # type: ignore[arg-type]
     unknown.classname = "tests.gone"
-    out = fill_test_files([from_trace, from_class, unknown], tmp_path)
+    out = fill_test_files([from_trace, from_class, unknown], tmp_path, PY)
     assert [c.file for c in out] == ["tests/test_pricing.py", "tests/test_units.py", None]
 
 
@@ -403,24 +418,26 @@ def test_parse_patch_reads_hunks_by_their_counts() -> None:
 
 
 def test_a_patch_that_weakens_or_skips_tests_is_risky() -> None:
-    group = group_failures([case("a", "expected 1")], MAPPING)[0]
+    group = group_failures([case("a", "expected 1")], RB_RULES, MAPPING)[0]
     settings = RepairSettings()
     weakened = (
         "--- a/spec/models/product_spec.rb\n+++ b/spec/models/product_spec.rb\n@@ -1,3 +1,2 @@\n"
         ' it "reserves" do\n-  expect(product.stock).to eq(1)\n end\n'
     )
-    assert risk_reasons(parse_patch(weakened), diagnosis("test"), group, settings) == [
-        "spec/models/product_spec.rb: removes 1 assertion(s)"
-    ]
+    assert risk_reasons(
+        parse_patch(weakened), diagnosis("test"), group, settings, RUBY, RB_RULES
+    ) == ["spec/models/product_spec.rb: removes 1 assertion(s)"]
     skipped = (
         "--- a/tests/test_p.py\n+++ b/tests/test_p.py\n@@ -1,2 +1,3 @@\n"
         "+@pytest.mark.skip\n def test_x():\n     assert f() == 5\n"
     )
-    assert risk_reasons(parse_patch(skipped), diagnosis("test"), group, settings) == [
+    assert risk_reasons(parse_patch(skipped), diagnosis("test"), group, settings, PY, PY_RULES) == [
         "tests/test_p.py: skips or disables a test"
     ]
     updated = (
         "--- a/tests/test_p.py\n+++ b/tests/test_p.py\n@@ -1,2 +1,2 @@\n"
         " def test_x():\n-    assert f() == 5\n+    assert f() == 6\n"
     )
-    assert risk_reasons(parse_patch(updated), diagnosis("test"), group, settings) == []
+    assert (
+        risk_reasons(parse_patch(updated), diagnosis("test"), group, settings, PY, PY_RULES) == []
+    )

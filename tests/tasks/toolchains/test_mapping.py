@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tasks.core.errors import BadInputError
-from tasks.core.types import MappedFile, SourceKind
+from tasks.core.types import MappedFile
 from tasks.toolchains.mapping import detect_toolchain, discover_sources, list_files, map_repo
 
 
@@ -132,22 +132,22 @@ def rails(tmp_path: Path) -> Path:
 def test_rails_sources_and_kinds_by_location(rails: Path) -> None:
     kinds = {s.path: s.kind for s in discover_sources(rails, "ruby-rspec")}
     assert kinds == {
-        "app/models/user.rb": SourceKind.MODEL,
-        "app/models/user/profile.rb": SourceKind.MODEL,
-        "app/models/post.rb": SourceKind.MODEL,
-        "app/models/concerns/trackable.rb": SourceKind.RUBY,
-        "app/serializers/user_serializer.rb": SourceKind.SERIALIZER,
-        "app/controllers/admin/users_controller.rb": SourceKind.CONTROLLER,
-        "app/controllers/posts_controller.rb": SourceKind.CONTROLLER,
-        "app/controllers/sessions_controller.rb": SourceKind.CONTROLLER,
-        "app/controllers/concerns/authn.rb": SourceKind.RUBY,
-        "app/mailers/user_mailer.rb": SourceKind.MAILER,
-        "app/helpers/posts_helper.rb": SourceKind.HELPER,
-        "app/jobs/cleanup_job.rb": SourceKind.RUBY,
-        "app/services/billing/charge.rb": SourceKind.RUBY,
-        "app/services/log/writer.rb": SourceKind.RUBY,
-        "lib/x/y.rb": SourceKind.RUBY,
-        "lib/money.rb": SourceKind.RUBY,
+        "app/models/user.rb": "model",
+        "app/models/user/profile.rb": "model",
+        "app/models/post.rb": "model",
+        "app/models/concerns/trackable.rb": "ruby",
+        "app/serializers/user_serializer.rb": "serializer",
+        "app/controllers/admin/users_controller.rb": "controller",
+        "app/controllers/posts_controller.rb": "controller",
+        "app/controllers/sessions_controller.rb": "controller",
+        "app/controllers/concerns/authn.rb": "ruby",
+        "app/mailers/user_mailer.rb": "mailer",
+        "app/helpers/posts_helper.rb": "helper",
+        "app/jobs/cleanup_job.rb": "ruby",
+        "app/services/billing/charge.rb": "ruby",
+        "app/services/log/writer.rb": "ruby",
+        "lib/x/y.rb": "ruby",
+        "lib/money.rb": "ruby",
     }
 
 
@@ -251,7 +251,7 @@ def test_python_src_layout(tmp_path: Path) -> None:
     mapping = map_repo(_tree(tmp_path, PY_SRC))
     assert mapping.toolchain == "python-pytest"
     got = {f.source: (f.specs, f.expected_spec) for f in mapping.files}
-    assert all(f.kind is SourceKind.PYTHON for f in mapping.files)
+    assert all(f.kind == "python" for f in mapping.files)
     assert got == {
         # Empty and import-only __init__ files, conftest, tests, migrations, docs: skipped.
         "src/inv/models.py": (

@@ -8,15 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from tasks.facts.evidence import exercised_by, python_body_lines, ruby_body_lines
+from tasks.facts.evidence import exercised_by
 from tasks.toolchains.mapping import list_specs, map_repo
 from tasks.toolchains.python.env import isolated_python
-from tasks.toolchains.python.layout import (
+from tasks.toolchains.python.project import (
     package_roots,
     project_packages,
     scm_version,
     write_version_files,
 )
+from tasks.toolchains.python.syntax import body_lines as python_body_lines
+from tasks.toolchains.registry import get_toolchain
+from tasks.toolchains.ruby.syntax import body_lines as ruby_body_lines
 from tests.examples_repo import git
 from tests.field_repos import make_repo, write_tree
 
@@ -170,7 +173,8 @@ def test_function_bodies_are_what_counts_as_evidence(tmp_path: Path) -> None:
     assert ruby_body_lines(rb) == {5, 8}
     (tmp_path / "m.py").write_text(py)
     contexts = {"m.py": {"tests/test_load.py": {1, 3, 6}, "tests/test_f.py": {6, 7, 8}}}
-    assert exercised_by(contexts, tmp_path) == {"m.py": ["tests/test_f.py"]}
+    body_lines = get_toolchain("python-pytest").body_lines
+    assert exercised_by(contexts, tmp_path, body_lines) == {"m.py": ["tests/test_f.py"]}
 
 
 def _pyrepo(tmp_path: Path, files: dict[str, str]) -> Path:

@@ -17,14 +17,14 @@ from tasks.core.types import (
     CommandResult,
     MappedFile,
     Mapping,
-    SourceKind,
     SuiteProblem,
     TestCaseResult,
     ValidationResult,
 )
 from tasks.toolchains.base import ToolchainError
-from tasks.toolchains.diagnose import diagnose_pytest, diagnose_rspec
+from tasks.toolchains.python.diagnose import diagnose_pytest
 from tasks.toolchains.registry import get_toolchain
+from tasks.toolchains.ruby.diagnose import diagnose_rspec
 from tasks.toolchains.ruby.lint import lint_command, lint_error
 from tests.examples_repo import SubprocessRunner
 
@@ -221,13 +221,11 @@ def _mapping() -> Mapping:
         files=[
             MappedFile(
                 source="pkg/a.py",
-                kind=SourceKind.PYTHON,
+                kind="python",
                 specs=["tests/test_a.py"],
                 expected_spec="tests/test_a.py",
             ),
-            MappedFile(
-                source="pkg/b.py", kind=SourceKind.PYTHON, specs=[], expected_spec="tests/test_b.py"
-            ),
+            MappedFile(source="pkg/b.py", kind="python", specs=[], expected_spec="tests/test_b.py"),
         ],
         untested=["pkg/b.py"],
     )
@@ -266,7 +264,9 @@ def test_specs_are_counted_once_whatever_path_form_the_report_uses(tmp_path: Pat
         loaded=False,
         load_error=f"ImportError while importing test module '{tmp_path}/tests/test_b.py'.",
     )
-    assert specs_failing_to_load(broken, tmp_path) == ["tests/test_b.py"]
+    assert specs_failing_to_load(get_toolchain("python-pytest"), broken, tmp_path) == [
+        "tests/test_b.py"
+    ]
     report = build_report(
         repo="r",
         commit="c" * 40,
@@ -390,7 +390,7 @@ def test_an_unreachable_prefect_server_is_one_line(tmp_path: Path) -> None:
 
 
 def test_fewer_tests_reported_than_collected_is_not_a_run(tmp_path: Path) -> None:
-    from tasks.toolchains.python.toolchain import parse_pytest_run
+    from tasks.toolchains.python.results import parse_pytest_run
 
     xml = tmp_path / "junit.xml"
     xml.write_text(

@@ -13,7 +13,8 @@ from tasks.core.errors import ConfigError
 from tasks.core.types import CommandResult
 from tasks.sandbox.runners import make_runner
 from tasks.toolchains.base import CommandRunner, ToolchainError
-from tasks.toolchains.python.toolchain import parse_pytest_run, parse_ruff_json
+from tasks.toolchains.python.lint import parse_ruff_json
+from tasks.toolchains.python.results import parse_pytest_run
 from tasks.toolchains.registry import get_toolchain
 from tests.examples_repo import git, make_example_repo
 
@@ -273,7 +274,7 @@ def test_tests_run_with_the_configured_interpreter(inv: Path, tmp_path: Path) ->
     default = TC.run_specs(inv, specs, target, runner_for(inv))
     assert default.loaded is False and "No module named 'extdep'" in (default.load_error or "")
     python = _project_interpreter(tmp_path)
-    chain = get_toolchain("python-pytest", str(python))
+    chain = get_toolchain("python-pytest", python=str(python))
     result = chain.run_specs(inv, specs, target, runner_for(inv))
     assert result.passed, result.load_error
     assert [e.status for e in result.examples] == ["passed"]

@@ -13,7 +13,8 @@ from tasks.core.types import CommandResult
 from tasks.sandbox.runners import make_runner
 from tasks.toolchains.base import CommandRunner, ToolchainError
 from tasks.toolchains.registry import get_toolchain
-from tasks.toolchains.ruby.toolchain import has_rubocop_config, parse_rspec_run, parse_rubocop_json
+from tasks.toolchains.ruby.lint import has_rubocop_config, parse_rubocop_json
+from tasks.toolchains.ruby.run import parse_rspec_run
 from tests.examples_repo import git, make_example_repo
 
 TC = get_toolchain("ruby-rspec")

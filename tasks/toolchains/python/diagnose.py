@@ -1,0 +1,111 @@
+"""Why a pytest run did not get to its tests, in one line."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from tasks.core.secrets import redact
+from tasks.core.types import SuiteProblem
+from tasks.toolchains.diagnose import (
+    Cause,
+    detail_of,
+    innermost_repo_frame,
+    output_lines,
+    relative_to_repo,
+    squash,
+)
+
+_E_LINE = re.compile(
+    r"^E\s+(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit)\b):?\s*(?P<msg>.*)$"
+)
+_MISSING_MODULE = re.compile(r"No module named '(?P<name>[\w.]+)'")
+_CANNOT_IMPORT = re.compile(r"cannot import name '(?P<what>[\w.]+)' from '(?P<mod>[\w.]+)'")
+
+
+def diagnose_pytest(
+    output: str, exit_code: int, repo: Path, packages: Iterable[str] = (), python: str = "python"
+) -> SuiteProblem:
+    """The problem behind a pytest run that did not get to its tests.
+
+    Args:
+        output: the run's stdout and stderr.
+        exit_code: pytest's exit status (2 interrupted, 3 internal error, 4 usage error...).
+        repo: the project directory (frames inside it are the project's).
+        packages: the project's top-level packages (a missing one is the project's problem).
+        python: the interpreter that ran the tests, for hints.
+    """
+    lines = output_lines(output)
+    detail = detail_of(output, repo)
+    file, line = innermost_repo_frame(output, repo)
+    text = redact(output)
+    usage = re.search(r"error: (unrecognized arguments: .*|argument .*|.*option.*)", text)
+    if exit_code == 4 and usage and "conftest" not in text.split(usage.group(0))[0][-300:]:
+        return SuiteProblem(
+            tool="pytest",
+            cause="environment",
+            message=usage.group(1).strip(),
+            hint=f"a plugin the project's pytest configuration needs is missing from {python}: "
+            "set `python` in autopilot.toml to the project's interpreter, or install the "
+            "plugin there",
+            detail=detail,
+        )
+    missing_tool = re.search(r"No module named (?:'?)(pytest|coverage)\b", text)
+    if missing_tool and "E   " not in text:
+        return SuiteProblem(
+            tool="python",
+            cause="environment",
+            message=f"{python}: No module named {missing_tool.group(1)}",
+            hint=f"install {missing_tool.group(1)} in that environment",
+            detail=detail,
+        )
+    header = next(
+        (
+            ln.strip()
+            for ln in lines
+            if ln.startswith(("ImportError while loading conftest", "ERROR collecting"))
+            or ln.startswith(("INTERNALERROR>", "ImportError while importing test module"))
+        ),
+        None,
+    )
+    error = None
+    for ln in lines:
+        m = _E_LINE.match(ln)
+        if m:
+            error = m
+    error_type = error.group("type").rsplit(".", 1)[-1] if error else None
+    message = f"{error.group('type')}: {error.group('msg')}".strip() if error else None
+    if error is None and header and header.startswith("INTERNALERROR>"):
+        internal = [ln for ln in lines if ln.startswith("INTERNALERROR>")]
+        message = internal[-1].removeprefix("INTERNALERROR>").strip() if internal else header
+        error_type = (message.split(":", 1)[0] or None) if message else None
+    cause: Cause = "project" if error_type and file is not None else "environment"
+    hint: str | None = None
+    if error_type in ("ModuleNotFoundError", "ImportError") and message:
+        missing = _MISSING_MODULE.search(message)
+        cannot = _CANNOT_IMPORT.search(message)
+        named = missing.group("name") if missing else cannot.group("mod") if cannot else ""
+        top = named.split(".", 1)[0]
+        cause = "project" if top and top in set(packages) else "environment"
+        if cause == "environment" and top:
+            hint = (
+                f"{top} is not importable by {python}: set `python` in autopilot.toml to the "
+                "project's interpreter, or install it there"
+            )
+    if message is None:
+        errors = [ln.removeprefix("ERROR: ").strip() for ln in lines if ln.startswith("ERROR: ")]
+        message = header or (errors[0] if errors else None)
+        message = message or f"pytest exited {exit_code} before running the tests"
+    elif header and not header.startswith("INTERNALERROR>"):
+        message = f"{header.rstrip('.')}: {message}"
+    return SuiteProblem(
+        tool="pytest",
+        cause=cause,
+        message=squash(relative_to_repo(message, repo)),
+        hint=hint,
+        error_type=error_type,
+        file=file,
+        line=line,
+        detail=detail,
+    )

@@ -1,0 +1,85 @@
+"""What a project's pytest configuration says about its files: ``python_files`` (which files
+pytest collects) and ``testpaths`` (where its tests live), read from pytest.ini, pyproject.toml,
+tox.ini or setup.cfg in pytest's own order."""
+
+from __future__ import annotations
+
+import configparser
+import fnmatch
+import tomllib
+from pathlib import Path, PurePosixPath
+
+#: pytest's default ``python_files``.
+DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")
+
+
+def is_py_test(path: str, patterns: tuple[str, ...] = DEFAULT_PYTHON_FILES) -> bool:
+    """Whether pytest collects `path` as a test file under `patterns`."""
+    name = PurePosixPath(path).name
+    return name.endswith(".py") and any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def python_files_patterns(repo: Path) -> tuple[str, ...]:
+    """pytest's ``python_files`` for the project (see :func:`pytest_option`), else the
+    default ``test_*.py *_test.py``."""
+    return tuple(pytest_option(repo, "python_files")) or DEFAULT_PYTHON_FILES
+
+
+def python_test_roots(repo: Path) -> list[str]:
+    """The directories the project's tests live in: pytest's ``testpaths`` (directories
+    inside the project), else those of ``tests/``, ``test/``, ``testing/`` that exist, else
+    ``tests``."""
+    roots: list[str] = []
+    for entry in pytest_option(repo, "testpaths"):
+        rel = PurePosixPath(entry.strip("/"))
+        if rel.parts and ".." not in rel.parts and (repo / rel).is_dir():
+            roots.append(rel.as_posix())
+    roots = roots or [d for d in ("tests", "test", "testing") if (repo / d).is_dir()]
+    return list(dict.fromkeys(roots)) or ["tests"]
+
+
+def pytest_option(repo: Path, key: str) -> list[str]:
+    """A list option of the project's pytest configuration (``python_files``,
+    ``testpaths``), from the first of pytest.ini, pyproject.toml, tox.ini and setup.cfg that
+    configures pytest (pytest's own order); [] when unset."""
+    for name, section in (
+        ("pytest.ini", "pytest"),
+        ("pyproject.toml", ""),
+        ("tox.ini", "pytest"),
+        ("setup.cfg", "tool:pytest"),
+    ):
+        path = repo / name
+        if not path.is_file():
+            continue
+        value = _ini_value(path, section, key) if section else _pyproject_value(path, key)
+        if value is _UNSET:
+            continue
+        items = value.split() if isinstance(value, str) else value
+        return [v for v in items if isinstance(v, str) and v] if isinstance(items, list) else []
+    return []
+
+
+_UNSET: object = object()
+
+
+def _ini_value(path: Path, section: str, key: str) -> object:
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(path, encoding="utf-8")
+    except (OSError, configparser.Error, UnicodeDecodeError):
+        return _UNSET
+    if not parser.has_section(section):
+        return _UNSET
+    return parser.get(section, key, fallback=None)
+
+
+def _pyproject_value(path: Path, key: str) -> object:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError):
+        return _UNSET
+    options = data.get("tool", {}).get("pytest", {}).get("ini_options")
+    if not isinstance(options, dict):
+        return _UNSET
+    return options.get(key)

@@ -1,0 +1,233 @@
+"""pytest runs with coverage: faithful to the project, measured by coverage.py, read back.
+
+A run is faithful to the project:
+
+- **Its interpreter.** The ``python`` setting names the project's own (e.g. its virtualenv):
+  pytest's plugins autoload and the project's ``pytest.ini``/``pyproject``/``setup.cfg``/
+  ``tox.ini`` options apply, as when its maintainers run it. Without one, the tests run with an
+  isolated interpreter that has pytest and coverage and nothing else of Autopilot's environment
+  (:mod:`tasks.toolchains.python.env`), plugins off.
+- **Its worktree's code.** The worktree's package roots (``src/``, the build configuration's
+  package directories) come first on the import path, so an editable install of the user's
+  checkout never wins; the plugin Autopilot loads (``resources/autopilot_pytest_plugin.py``)
+  re-asserts that order at start-up and reports where the project's packages were imported
+  from: a package imported from outside the worktree means the suite did not test the worktree.
+- **Its generated files.** Version files that setuptools-scm or hatch-vcs write at install time
+  are written into the worktree when missing; ``prepare`` commands run once per worktree.
+- **Coverage that coexists with theirs.** ``coverage run`` wraps the session (coverage.py's own
+  numbers, the project's coverage configuration for exclusions); a project's pytest-cov steps
+  aside as with ``--no-cov`` (its ``--cov`` options stay valid) and pytest-xdist runs in-process.
+
+A run that never got to its tests (usage, internal or collection errors, a conftest that does not
+import, a process that ended without pytest's summary, fewer tests reported than collected) is
+not loaded, with a :class:`~tasks.core.types.SuiteProblem` naming the real cause.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from tasks.core.errors import CoverageError
+from tasks.core.types import CommandResult, FileCoverage
+from tasks.facts.coverage import load_coverage_contexts, parse_coverage
+from tasks.facts.evidence import exercised_by
+from tasks.toolchains.base import (
+    LINT_TIMEOUT_S,
+    CommandRunner,
+    SuiteResult,
+    Toolchain,
+    ToolchainError,
+)
+from tasks.toolchains.python.env import isolated_python
+from tasks.toolchains.python.project import package_roots, project_packages, write_version_files
+from tasks.toolchains.python.results import parse_run
+from tasks.toolchains.runs import (
+    copy_resource,
+    keep_reports,
+    not_run,
+    remove_scratch,
+    scratch_dir,
+    tail,
+)
+
+log = logging.getLogger(__name__)
+
+#: Never measured: tests, virtualenvs and our own scratch space.
+OMIT = "tests/*,*/tests/*,test_*.py,*_test.py,conftest.py,*/conftest.py,.venv/*,.autopilot-tmp/*"
+PLUGIN = "autopilot_pytest_plugin.py"
+#: No bytecode in the worktree; a fixed hash seed so re-runs compare.
+ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+
+
+def source_root(repo: Path) -> str:
+    """What coverage measures: ``src`` for a src layout, else the repository root."""
+    return "src" if (repo / "src").is_dir() else "."
+
+
+def default_home() -> Path:
+    """``$AUTOPILOT_HOME`` (``~/.autopilot``): where the isolated test environment lives."""
+    from tasks.core.config import load_settings
+
+    return load_settings().home
+
+
+def run_tests(
+    chain: Toolchain,
+    repo: Path,
+    specs: list[str],
+    target: str | None,
+    runner: CommandRunner,
+    *,
+    timeout_s: float | None,
+    reports_dir: Path | None,
+    exclude: list[str] | None = None,
+    coverage: bool = True,
+    contexts: bool = False,
+    python: str | None = None,
+    home: Path | None = None,
+) -> SuiteResult:
+    """Run test files (or the suite) under coverage.py with a JUnit XML report.
+
+    Collection errors make the result not loaded; the coverage JSON gives every measured file
+    (unimported ones at 0 %). `python` is the project's interpreter (None: the isolated one
+    built under `home`); `chain` brings the toolchain's ``prepare`` commands. See
+    :meth:`Toolchain.run_specs` for the other arguments.
+    """
+    repo = repo.resolve()
+    own = python is None
+    py = str(isolated_python(home or default_home())) if own else str(python)
+    prepared = write_version_files(repo)
+    roots = package_roots(repo)
+    packages = project_packages(repo, roots)
+    run_dir = scratch_dir(repo)
+    try:
+        copy_resource(chain.resource(PLUGIN), run_dir)
+        status_file = run_dir / "status.json"
+        env = {
+            **ENV,
+            "PYTHONPATH": os.pathsep.join([str(run_dir), *map(str, roots)]),
+            "AUTOPILOT_STATUS": str(status_file),
+            "AUTOPILOT_ROOTS": json.dumps([str(r) for r in [*roots, repo]]),
+            "AUTOPILOT_PACKAGES": json.dumps(packages),
+        }
+        if own:
+            # The isolated interpreter has no plugins to load, and the project's own (which
+            # its configuration may name) are not there: a usage error says so.
+            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        if contexts and coverage:
+            env["AUTOPILOT_CONTEXTS"] = "1"
+        try:
+            prepared += chain.prepare_worktree(repo, runner, env)
+        except ToolchainError as exc:
+            done = not_run(chain.name, specs, target, "prepare", str(exc))
+            done.prepared = prepared
+            return done
+        data_file = run_dir / ".coverage"
+        xml_out = run_dir / "junit.xml"
+        measure = [
+            py,
+            "-m",
+            "coverage",
+            "run",
+            f"--data-file={data_file}",
+            f"--source={source_root(repo)}",
+            f"--omit={OMIT}",
+        ]
+        argv = [
+            *(measure if coverage else [py]),
+            "-m",
+            "pytest",
+            "-p",
+            PLUGIN.removesuffix(".py"),
+            f"--junitxml={xml_out}",
+            # xunit1 keeps the file and line attributes on each testcase.
+            "-o",
+            "junit_family=xunit1",
+            "-o",
+            f"cache_dir={run_dir / '.pytest_cache'}",
+            "-q",
+            *[f"--ignore={path}" for path in exclude or []],
+            *specs,
+        ]
+        cmd = runner.run(argv, cwd=repo, env=env, timeout_s=timeout_s)
+        status = _read_status(status_file)
+        label = py if not own else "Autopilot's isolated interpreter (no project dependencies)"
+        result, load_errors = parse_run(
+            repo, xml_out, cmd, status=status, packages=packages, python=label
+        )
+        result.specs = list(specs)
+        result.target = target
+        suite = SuiteResult(validation=result, prepared=prepared, load_errors=load_errors)
+        if coverage and (result.loaded or result.examples):
+            _measure(chain, repo, runner, py, env, run_dir, suite, contexts=contexts)
+        if target is not None:
+            result.coverage = suite.files.get(target)
+        if reports_dir is not None:
+            keep_reports(run_dir, reports_dir, chain)
+        return suite
+    finally:
+        remove_scratch(run_dir)
+
+
+def _read_status(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _measure(
+    chain: Toolchain,
+    repo: Path,
+    runner: CommandRunner,
+    py: str,
+    env: dict[str, str],
+    run_dir: Path,
+    suite: SuiteResult,
+    *,
+    contexts: bool,
+) -> None:
+    """The coverage JSON of the run (combined first when the project's configuration made
+    coverage write parallel data files) into `suite`."""
+    data_file = run_dir / ".coverage"
+    parallel = sorted(run_dir.glob(".coverage.*"))
+    cov = [py, "-m", "coverage"]
+    if parallel and not data_file.is_file():
+        runner.run(
+            [*cov, "combine", f"--data-file={data_file}", "-q", *map(str, parallel)],
+            cwd=repo,
+            env=env,
+            timeout_s=LINT_TIMEOUT_S,
+        )
+    if not data_file.is_file():
+        return
+    json_out = run_dir / "coverage.json"
+    argv = [*cov, "json", f"--data-file={data_file}", "-o", str(json_out), "-q"]
+    if contexts:
+        argv.append("--show-contexts")
+    report = runner.run(argv, cwd=repo, env=env, timeout_s=LINT_TIMEOUT_S)
+    suite.validation.duration_s += report.duration_s
+    suite.files = _coverage(repo, json_out, report)
+    if contexts and json_out.is_file():
+        try:
+            suite.tested_by = exercised_by(
+                load_coverage_contexts(json_out, repo), repo, chain.body_lines
+            )
+        except CoverageError as exc:
+            log.warning("test contexts of %s unusable: %s", repo, exc)
+
+
+def _coverage(repo: Path, json_out: Path, cmd: CommandResult) -> dict[str, FileCoverage]:
+    if not json_out.is_file():
+        log.warning("%s: coverage json failed (exit %s): %s", repo, cmd.exit_code, tail(cmd.stderr))
+        return {}
+    try:
+        return parse_coverage(json_out, repo)
+    except CoverageError as exc:
+        log.warning("coverage of %s unusable: %s", repo, exc)
+        return {}

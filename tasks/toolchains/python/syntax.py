@@ -1,0 +1,63 @@
+"""What Python's parser tells about a source: the lines inside function bodies (evidence), the
+syntax check of a patched file, and the mutations of covered lines that change its AST."""
+
+from __future__ import annotations
+
+import ast
+import io
+import sys
+import tokenize
+from collections.abc import Iterator
+
+from tasks.toolchains.mutants import SWAPS, Mutation, apply, bump
+
+#: ``ast.parse``, not ``py_compile``: nothing is written into the worktree.
+_PARSE = "import ast,sys; ast.parse(open(sys.argv[1],'rb').read(), sys.argv[1])"
+
+
+def syntax_check(path: str) -> list[str] | None:
+    """Python's parser on a ``*.py`` file (run by Autopilot's interpreter), else None."""
+    return [sys.executable, "-c", _PARSE, path] if path.endswith(".py") else None
+
+
+def body_lines(text: str) -> set[int]:
+    """Line numbers of the statements inside function bodies (at any depth)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return set()
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            body = node.body if isinstance(node.body, list) else [node.body]
+            for stmt in body:
+                for inner in ast.walk(stmt):
+                    if isinstance(inner, ast.stmt | ast.expr) and hasattr(inner, "lineno"):
+                        lines.add(inner.lineno)
+    return lines
+
+
+def mutations(path: str, text: str, lines: set[int]) -> Iterator[Mutation]:
+    """Mutations of covered Python lines whose result parses to a different AST."""
+    try:
+        original = ast.dump(ast.parse(text))
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (SyntaxError, tokenize.TokenError, ValueError):
+        return
+    for tok in tokens:
+        row, col = tok.start
+        if row not in lines or tok.start[0] != tok.end[0]:
+            continue
+        if tok.type == tokenize.OP and tok.string in SWAPS:
+            after = SWAPS[tok.string]
+        elif tok.type == tokenize.NUMBER and tok.string.isdigit():
+            after = bump(tok.string)
+        else:
+            continue
+        mutation = Mutation(path=path, line=row, col=col, before=tok.string, after=after)
+        try:
+            if ast.dump(ast.parse(apply(text, mutation))) == original:
+                continue
+        except SyntaxError:
+            continue
+        yield mutation
