@@ -131,7 +131,7 @@ def serial_work_s(repo: Path, report: Any, sample: int, flaky_runs: int, sandbox
     import shutil
 
     from tasks.core.config import SandboxSettings
-    from tasks.sandbox.runners import make_runner
+    from tasks.sandbox.make import make_runner
     from tasks.toolchains.registry import get_toolchain
 
     chain = get_toolchain("python-pytest")

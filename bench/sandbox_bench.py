@@ -33,7 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tasks.core.config import SandboxSettings
-from tasks.sandbox.runners import Runner, cache_key, make_runner
+from tasks.sandbox.base import Runner
+from tasks.sandbox.cache import cache_key
+from tasks.sandbox.make import make_runner
 
 SPEC = """
 RSpec.describe "calculator {n}" do

@@ -21,7 +21,7 @@ import logging
 import threading
 import uuid
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 from uuid import UUID
 
 from prefect import flow, task
@@ -39,7 +39,7 @@ from flows.runtime import with_shared_model_limit
 from tasks.audit.baseline import run_baseline
 from tasks.audit.report import suite_report
 from tasks.core.config import Settings, load_settings
-from tasks.core.errors import ArchiveError, AutopilotError
+from tasks.core.errors import ArchiveError, AutopilotError, BadInputError
 from tasks.generate.cache import default_store_dir
 from tasks.generate.charts import archive_quality_chart
 from tasks.generate.job import NO_MODEL, FileJob, failed, run_file_job, skipped
@@ -51,7 +51,7 @@ from tasks.generate.report import (
     merge_accepted,
     table_rows,
 )
-from tasks.generate.targets import Target, choose_targets
+from tasks.generate.targets import Target, check_globs, choose_targets
 from tasks.generate.types import FileOutcome
 from tasks.keep.archive import open_archive
 from tasks.keep.git import (
@@ -63,9 +63,9 @@ from tasks.keep.git import (
     worktree,
 )
 from tasks.model.client import ModelClient
-from tasks.sandbox.runners import make_runner
+from tasks.sandbox.make import make_runner
 from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
-from tasks.toolchains.registry import toolchain_for
+from tasks.toolchains.registry import detect_toolchain, toolchain_for
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +122,64 @@ def _nightly_run_name() -> str:
 def settings_for(repo: Path, min_coverage: float | None, min_judge: float | None) -> Settings:
     """The run's settings: environment over autopilot.toml, the CLI thresholds over both."""
     return load_settings(repo, {"gates.min_coverage": min_coverage, "gates.min_judge": min_judge})
+
+
+def check_inputs(
+    repo: Path,
+    ref: str,
+    only: list[str] | None,
+    max_files: int | None,
+    max_iterations: int,
+    min_coverage: float | None,
+    min_judge: float | None,
+    archive: str | None,
+    max_model_calls: int | None = None,
+    file_time_limit_s: float | None = None,
+) -> None:
+    """Raise BadInputError/ConfigError for what would make the flow fail at once."""
+    from flows.nightly import settings_for
+    from tasks.keep.archive import open_archive
+    from tasks.keep.git import resolve_commit, subdir_in_repo
+
+    if not repo.is_dir():
+        raise BadInputError(f"{repo}: not a directory")
+    if max_files is not None and max_files < 0:
+        raise BadInputError(f"--max-files: {max_files} is negative")
+    if file_time_limit_s is not None and file_time_limit_s <= 0:
+        raise BadInputError(f"file time limit: {file_time_limit_s} s is not positive")
+    if max_model_calls is not None and max_model_calls < 0:
+        raise BadInputError(f"--max-model-calls: {max_model_calls} is negative")
+    if max_iterations < 1:
+        raise BadInputError(f"--max-iterations: {max_iterations} is less than 1")
+    check_globs(only)
+    settings = settings_for(repo, min_coverage, min_judge)
+    root, _ = subdir_in_repo(repo)
+    resolve_commit(root, ref)
+    detect_toolchain(repo, settings.toolchain)
+    open_archive(archive or settings.archive_uri)
+
+
+def with_task_runner(dask: str | None, workers: int) -> Any:
+    """The nightly flow on threads (`workers` at once), or on a Dask cluster (`dask`: an
+    address, or "local" for threads of this process)."""
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    # Any: Prefect's runner generics do not line up under mypy (ThreadPoolTaskRunner[Never]).
+    runner: Any
+    if not dask:
+        runner = ThreadPoolTaskRunner(max_workers=workers)
+        return nightly.with_options(task_runner=runner)
+    from prefect_dask import DaskTaskRunner
+
+    if dask == "local":
+        # Threads in this process: Dask worker processes cannot reach Prefect's ephemeral
+        # server (DESIGN.md "Facts verified").
+        runner = DaskTaskRunner(
+            cluster_kwargs={"processes": False, "n_workers": 1, "threads_per_worker": workers}
+        )
+    else:
+        runner = DaskTaskRunner(address=dask)
+    return nightly.with_options(task_runner=runner)
 
 
 def _baseline_error(suite: SuiteResult) -> str:
@@ -340,9 +398,10 @@ def _archive(
         for outcome in report.files:
             archive_outcome(run, outcome)
         if report.files:
-            report.chart_uri = archive_quality_chart(run, [o.public() for o in report.files])
+            rows = [o.public().model_dump(mode="json") for o in report.files]
+            report.chart_uri = archive_quality_chart(run, rows)
         report.archive_uri = run.uri
-        run.put_json("summary.json", report.public())
+        run.put_json("summary.json", report.public().model_dump(mode="json"))
         run.put_text("summary.md", markdown_summary(report))
         run.finalize()
     except ArchiveError as exc:

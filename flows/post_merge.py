@@ -31,8 +31,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows.audit import artifact_key, run_name
 from flows.runtime import with_shared_model_limit
 from tasks.core.config import Settings, load_settings
-from tasks.core.errors import ArchiveError, AutopilotError, BadInputError
-from tasks.core.types import SuiteProblem, TestCaseResult
+from tasks.core.errors import ArchiveError, AutopilotError, BadInputError, ConfigError
+from tasks.core.types import Mapping, SuiteProblem, TestCaseResult
 from tasks.keep.archive import Archive, RunArchive, open_archive
 from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
 from tasks.model.client import ModelClient
@@ -41,23 +41,18 @@ from tasks.repair.human import HumanDecision, hand_off
 from tasks.repair.loop import RepairEnv, now, run_group
 from tasks.repair.resume import load_state, reopen
 from tasks.repair.scout import (
+    check_reports,
     environment_group,
     failures_from_suite,
     fill_test_files,
     group_failures,
     read_reports,
 )
-from tasks.repair.state import (
-    GroupState,
-    RepairState,
-    group_summary,
-    metrics,
-    summary,
-)
-from tasks.sandbox.runners import make_runner
+from tasks.repair.state import GroupState, RepairState, RepairSummary, metrics
+from tasks.sandbox.make import make_runner
 from tasks.toolchains.base import Toolchain
 from tasks.toolchains.mapping import map_repo
-from tasks.toolchains.registry import toolchain_for
+from tasks.toolchains.registry import detect_toolchain, toolchain_for
 
 __all__ = ["HumanDecision", "post_merge"]
 
@@ -132,7 +127,7 @@ def post_merge(
     archive: str | None = None,
     human_poll_s: int = 10,
     resume: str | None = None,
-) -> dict[str, Any]:
+) -> RepairSummary:
     """Repair the failing tests of `repo` at `ref`; returns the summary (issue 6's JSON).
 
     Args:
@@ -150,15 +145,7 @@ def post_merge(
 
     path = Path(repo).resolve()
     settings = with_shared_model_limit(
-        load_settings(
-            path,
-            {
-                "repair.max_retries": max_retries,
-                "repair.human_timeout_s": human_timeout,
-                "archive": archive,
-            },
-        ),
-        None,
+        settings_for(path, max_retries, human_timeout, archive), None
     )
     root, sub = subdir_in_repo(path)
     run_id = str(flow_run.id or uuid.uuid4())
@@ -176,67 +163,113 @@ def post_merge(
             chain = toolchain_for(settings, mapping.toolchain)
             if earlier is not None:
                 state = reopen(earlier, run_id, run_archive.uri)
-                failing = [t for g in state.groups for t in g.group.tests]
                 saver.run(state, "resumed")
             else:
-                cases, report_errors, blocked = scout(
-                    path, list(reports or []), project, chain, settings, client
-                )
-                failing = fill_test_files(
-                    [c for c in cases if c.status in ("failed", "error")], project, chain
-                )
-                rules = chain.file_rules(project)
-                groups = [GroupState(group=g) for g in group_failures(failing, rules, mapping)]
-                if blocked is not None:
-                    groups.append(environment_group(blocked))
-                state = RepairState(
-                    run_id=run_id,
-                    repo=str(path),
-                    project=sub,
-                    base_commit=commit,
-                    toolchain=mapping.toolchain,
-                    archive_uri=run_archive.uri,
-                    failures=len(failing),
-                    report_errors=report_errors,
-                    groups=groups,
-                )
+                state = _scouted(path, reports or [], project, chain, mapping, settings, client)
+                state.run_id, state.base_commit, state.project = run_id, commit, sub
+                state.archive_uri = run_archive.uri
                 saver.run(state, "scout")
             if state.groups and client is None:
-                for g in state.groups:
-                    if g.outcome is not None:
-                        continue
-                    g.handoff_reasons.append(
-                        "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
-                    )
+                _no_model(state)
             elif state.groups and client is not None:
-                env = RepairEnv(
-                    client=client,
-                    settings=settings,
-                    repo_root=root,
-                    sub=sub,
-                    base_commit=commit,
-                    chain=chain,
-                    project=project,
-                    all_failures=failing,
-                )
+                failing = [t for g in state.groups for t in g.group.tests]
+                env = RepairEnv(client, settings, root, sub, commit, chain, project, failing)
                 _repair_groups(state, env, saver, human_poll_s)
     finally:
         if client is not None:
             # Every model call: role, model, prompt name/version/hash, tokens, latency, retries.
             saver.put("model-calls.json", [r.model_dump(mode="json") for r in client.records])
             client.close()
+    return _close(state, saver, run_archive, path.name)
+
+
+def settings_for(
+    repo: Path, max_retries: int | None, human_timeout: float | None, archive: str | None = None
+) -> Settings:
+    """The run's settings: environment over autopilot.toml, the CLI options over both."""
+    overrides = {
+        "repair.max_retries": max_retries,
+        "repair.human_timeout_s": human_timeout,
+        "archive": archive,
+    }
+    return load_settings(repo, overrides)
+
+
+def check_inputs(
+    repo: Path,
+    reports: list[Path],
+    ref: str,
+    max_retries: int | None,
+    human_timeout: float | None,
+) -> None:
+    """Raise BadInputError/ConfigError for what would make the flow fail at once: the
+    repository, the ref, the options, a model to repair with, and reports none of which can be
+    used (a raw log counts when a model reads it)."""
+    if not repo.is_dir():
+        raise BadInputError(f"{repo}: not a directory")
+    settings = settings_for(repo, max_retries, human_timeout)
+    root, _ = subdir_in_repo(repo)
+    resolve_commit(root, ref)
+    detect_toolchain(repo, settings.toolchain)
+    if not settings.model_configured:
+        raise ConfigError(NO_MODEL)
+    check_reports(reports, repo, settings.model_configured)
+
+
+def _scouted(
+    user_repo: Path,
+    reports: list[str],
+    project: Path,
+    chain: Toolchain,
+    mapping: Mapping,
+    settings: Settings,
+    client: ModelClient | None,
+) -> RepairState:
+    """A new run's state: the failing tests grouped by signature (and the group a person must
+    take when the suite cannot start at all)."""
+    cases, report_errors, blocked = scout(user_repo, reports, project, chain, settings, client)
+    failing = fill_test_files([c for c in cases if c.status in ("failed", "error")], project, chain)
+    rules = chain.file_rules(project)
+    groups = [GroupState(group=g) for g in group_failures(failing, rules, mapping)]
+    if blocked is not None:
+        groups.append(environment_group(blocked))
+    return RepairState(
+        run_id="",
+        repo=str(user_repo),
+        base_commit="",
+        toolchain=chain.name,
+        failures=len(failing),
+        report_errors=report_errors,
+        groups=groups,
+    )
+
+
+NO_MODEL = "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
+
+
+def _no_model(state: RepairState) -> None:
+    """Without a model, every open group goes to a person."""
+    for g in state.groups:
+        if g.outcome is None:
+            g.handoff_reasons.append(
+                "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
+            )
+
+
+def _close(state: RepairState, saver: _Saver, run_archive: RunArchive, name: str) -> RepairSummary:
+    """The run's end: every group decided, the summary archived, the artifacts published."""
     for g in state.groups:
         if g.outcome is None:  # a PASSED patch that could not be committed is handled above
             g.outcome = "needs_human"
         g.finished_at = g.finished_at or now()
-    result = summary(state)
+    result = RepairSummary.of(state)
     saver.run(state, "final")
-    saver.put("summary.json", result)
+    saver.put("summary.json", result.model_dump(mode="json"))
     try:
         run_archive.finalize()
     except ArchiveError as exc:
         log.warning("archive: %s", exc)
-    _artifacts(state, path.name)
+    _artifacts(state, name)
     return result
 
 
@@ -281,13 +314,12 @@ def _repair_groups(state: RepairState, env: RepairEnv, saver: _Saver, human_poll
 def _artifacts(state: RepairState, name: str) -> None:
     rows = []
     for g in state.groups:
-        s = group_summary(g)
         rows.append(
             {
                 "group": g.group.id,
                 "tests": len(g.group.tests),
                 "outcome": g.outcome,
-                "attempts": s["attempts"],
+                "attempts": len(g.attempts),
                 "tokens": g.tokens,
                 "signature": g.group.signature,
             }

@@ -23,7 +23,7 @@ from tasks.core.errors import BadInputError
 from tasks.core.secrets import is_secret_path, read_for_prompt
 from tasks.core.types import StaticVerdict, ValidationResult
 from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
-from tasks.sandbox.runners import make_runner
+from tasks.sandbox.make import make_runner
 from tasks.toolchains import registry
 from tasks.toolchains.base import Toolchain
 from tasks.toolchains.mapping import map_repo
@@ -35,6 +35,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class JudgeScores(BaseModel):
+    """What the LLM judge said, as ``autopilot judge --json`` shows it."""
+
+    score: float
+    samples: list[float]
+    spread: float
+    reasons: list[str]
+    missing: list[str]
+
+    @classmethod
+    def of(cls, verdict: LLMVerdict) -> JudgeScores:
+        return cls.model_validate(verdict.model_dump(include=set(cls.model_fields)))
+
+
 class JudgeReport(BaseModel):
     """The `autopilot judge --json` document."""
 
@@ -43,8 +57,20 @@ class JudgeReport(BaseModel):
     validation: ValidationResult
     passed: bool
     static: StaticVerdict | None
-    llm: LLMVerdict | None
+    llm: JudgeScores | None
     score: float = Field(ge=0, le=1)
+
+
+def model_client(settings: Settings) -> ModelClient | None:
+    """The judge's model client, or None when no model is configured (the static rubric then
+    scores alone). Every prompt is validated first: a broken one fails here, before any run."""
+    if not settings.model_configured:
+        return None
+    from tasks.model.client import ModelClient
+    from tasks.model.prompts import validate_all
+
+    validate_all()
+    return ModelClient.from_settings(settings)
 
 
 def _relative(project: Path, given: str, what: str) -> str:
@@ -139,7 +165,7 @@ def _verdict(
         validation=validation,
         passed=passed,
         static=static,
-        llm=llm,
+        llm=JudgeScores.of(llm) if llm is not None else None,
         score=combined_score(static, llm, passed),
     )
 

@@ -14,10 +14,8 @@ import sys
 from pathlib import Path
 
 from tasks.audit.report import AuditReport, table_rows
-from tasks.core.config import load_settings
+from tasks.audit.run import check_inputs
 from tasks.core.errors import AutopilotError
-from tasks.keep.git import resolve_commit, subdir_in_repo
-from tasks.toolchains.registry import detect_toolchain
 
 
 def _print_table(report: AuditReport) -> None:
@@ -54,18 +52,6 @@ def _print_table(report: AuditReport) -> None:
         console.print(f"prepared: {note}", markup=False)
     for warning in report.warnings:
         console.print(f"warning: {warning}", markup=False)
-
-
-def check_inputs(repo: Path, ref: str) -> None:
-    """Raise BadInputError/ConfigError for what would make the flow fail at once."""
-    from tasks.core.errors import BadInputError
-
-    if not repo.is_dir():
-        raise BadInputError(f"{repo}: not a directory")
-    settings = load_settings(repo)
-    root, _ = subdir_in_repo(repo)
-    resolve_commit(root, ref)
-    detect_toolchain(repo, settings.toolchain)
 
 
 def run(repo: Path, ref: str, json_out: bool, verbose: bool | int = False) -> int:
@@ -107,15 +93,6 @@ def run(repo: Path, ref: str, json_out: bool, verbose: bool | int = False) -> in
         sys.stdout.flush()
     else:
         _print_table(report)
-    for line in report_problems(report):
+    for line in report.problems():
         print(f"autopilot: {line}", file=sys.stderr)
     return report.exit_code()
-
-
-def report_problems(report: AuditReport) -> list[str]:
-    """The report's failures, one line each: the suite that did not run, tools that failed."""
-    lines = []
-    if not report.suite.ran:
-        problem = report.suite.problem
-        lines.append(f"suite did not run: {problem.one_line() if problem else 'unknown cause'}")
-    return lines + [f"error: {e}" for e in report.errors]

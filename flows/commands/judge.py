@@ -7,43 +7,15 @@ score 0), 2 for bad input.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.core.config import Settings, load_settings
+from tasks.core.config import load_settings
 from tasks.core.errors import AutopilotError, BadInputError
 
 if TYPE_CHECKING:
     from judge.service import CalibrationReport, JudgeReport
-    from tasks.model.client import ModelClient
-
-
-def _client(settings: Settings) -> ModelClient | None:
-    if not settings.model_configured:
-        return None
-    from tasks.model.client import ModelClient
-    from tasks.model.prompts import validate_all
-
-    validate_all()  # a broken prompt fails here, before any run
-    return ModelClient.from_settings(settings)
-
-
-def _dump(report: JudgeReport) -> dict[str, object]:
-    doc = report.model_dump(mode="json")
-    if report.static is not None:
-        doc["static"] = {"score": report.static.score, "findings": doc["static"]["findings"]}
-    if report.llm is not None:
-        llm = report.llm
-        doc["llm"] = {
-            "score": llm.score,
-            "samples": llm.samples,
-            "spread": llm.spread,
-            "reasons": llm.reasons,
-            "missing": llm.missing,
-        }
-    return doc
 
 
 def _print_report(report: JudgeReport) -> None:
@@ -102,12 +74,12 @@ def run(
 ) -> int:
     """Judge one spec, or calibrate the judge against the labelled cases."""
     from judge.service import calibrate as run_calibration
-    from judge.service import judge_in_repo
+    from judge.service import judge_in_repo, model_client
 
     try:
         target = (repo or Path.cwd()).resolve()
         settings = load_settings(target if target.is_dir() else None)
-        client = _client(settings)
+        client = model_client(settings)
         if calibrate:
             cal = run_calibration(settings, client)
             if json_out:
@@ -122,7 +94,7 @@ def run(
         print(f"autopilot: error: {exc}", file=sys.stderr)
         return exc.exit_code
     if json_out:
-        sys.stdout.write(json.dumps(_dump(report), indent=2) + "\n")
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
         _print_report(report)
     return 0 if report.passed else 1

@@ -7,7 +7,6 @@ detected from the repository's files.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -56,7 +55,7 @@ def run(repo: Path, json_out: bool) -> int:
         print(f"autopilot: error: {exc}", file=sys.stderr)
         return 2
     if json_out:
-        sys.stdout.write(json.dumps(mapping.model_dump(mode="json"), indent=2) + "\n")
+        sys.stdout.write(mapping.model_dump_json(indent=2) + "\n")
         sys.stdout.flush()
     else:
         _print_table(mapping)

@@ -7,12 +7,10 @@ accepted (or skipped because no model is configured), 1 when any was rejected or
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
-from tasks.core.errors import AutopilotError, BadInputError
+from tasks.core.errors import AutopilotError
 from tasks.generate.report import NightlyReport
 
 
@@ -40,66 +38,6 @@ def _print_table(report: NightlyReport) -> None:
     for f in report.files:
         if f.verdict in ("rejected", "error", "skipped") and f.reasons:
             console.print(f"{f.source}: {f.verdict}: {f.reasons[0]}", markup=False)
-
-
-def check_inputs(
-    repo: Path,
-    ref: str,
-    only: list[str] | None,
-    max_files: int | None,
-    max_iterations: int,
-    min_coverage: float | None,
-    min_judge: float | None,
-    archive: str | None,
-    max_model_calls: int | None = None,
-    file_time_limit_s: float | None = None,
-) -> None:
-    """Raise BadInputError/ConfigError for what would make the flow fail at once."""
-    from flows.nightly import settings_for
-    from tasks.generate.targets import check_globs
-    from tasks.keep.archive import open_archive
-    from tasks.keep.git import resolve_commit, subdir_in_repo
-    from tasks.toolchains.registry import detect_toolchain
-
-    if not repo.is_dir():
-        raise BadInputError(f"{repo}: not a directory")
-    if max_files is not None and max_files < 0:
-        raise BadInputError(f"--max-files: {max_files} is negative")
-    if file_time_limit_s is not None and file_time_limit_s <= 0:
-        raise BadInputError(f"file time limit: {file_time_limit_s} s is not positive")
-    if max_model_calls is not None and max_model_calls < 0:
-        raise BadInputError(f"--max-model-calls: {max_model_calls} is negative")
-    if max_iterations < 1:
-        raise BadInputError(f"--max-iterations: {max_iterations} is less than 1")
-    check_globs(only)
-    settings = settings_for(repo, min_coverage, min_judge)
-    root, _ = subdir_in_repo(repo)
-    resolve_commit(root, ref)
-    detect_toolchain(repo, settings.toolchain)
-    open_archive(archive or settings.archive_uri)
-
-
-def _flow_with_runner(dask: str | None, workers: int) -> Any:
-    from prefect.task_runners import ThreadPoolTaskRunner
-
-    from flows.nightly import nightly
-
-    # Any: Prefect's runner generics do not line up under mypy (ThreadPoolTaskRunner[Never]).
-    runner: Any
-    if not dask:
-        runner = ThreadPoolTaskRunner(max_workers=workers)
-        return nightly.with_options(task_runner=runner)
-    from prefect_dask import DaskTaskRunner
-
-    if dask == "local":
-        # Threads in this process: Dask worker processes cannot reach Prefect's ephemeral
-        # server (DESIGN.md "Facts verified").
-        runner = DaskTaskRunner(
-            cluster_kwargs={"processes": False, "n_workers": 1, "threads_per_worker": workers}
-        )
-    else:
-        runner = DaskTaskRunner(address=dask)
-    return nightly.with_options(task_runner=runner)
 
 
 def run(
@@ -141,6 +79,8 @@ def run(
         2 bad input or configuration (one line on stderr).
     """
     repo = Path(repo)
+    from flows.nightly import check_inputs, settings_for, with_task_runner
+
     try:
         check_inputs(
             repo,
@@ -159,13 +99,12 @@ def run(
         return 2
     from prefect import tags
 
-    from flows.nightly import settings_for
     from flows.runtime import SHARED_MODEL_LIMIT, flow_runtime
 
     workers = settings_for(repo, min_coverage, min_judge).model.max_concurrency
     try:
         with flow_runtime(verbose), tags("autopilot", "nightly"):
-            report: NightlyReport = _flow_with_runner(dask, workers)(
+            report: NightlyReport = with_task_runner(dask, workers)(
                 repo=str(repo.resolve()),
                 ref=ref,
                 only=list(only) if only else None,
@@ -184,7 +123,7 @@ def run(
         print(f"autopilot: error: {exc}", file=sys.stderr)
         return exc.exit_code
     if json_out:
-        sys.stdout.write(json.dumps(report.public(), indent=2) + "\n")
+        sys.stdout.write(report.public().model_dump_json(indent=2) + "\n")
         sys.stdout.flush()
     else:
         _print_table(report)

@@ -8,68 +8,40 @@ fixed (or nothing failed), 1 otherwise.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from tasks.core.config import load_settings
-from tasks.core.errors import AutopilotError, BadInputError, ConfigError
-from tasks.keep.git import resolve_commit, subdir_in_repo
-from tasks.repair.scout import check_reports
-from tasks.toolchains.registry import detect_toolchain
+from tasks.core.errors import AutopilotError
 
-
-def check_inputs(
-    repo: Path,
-    reports: list[Path],
-    ref: str,
-    max_retries: int | None,
-    human_timeout: float | None,
-) -> None:
-    """Raise BadInputError/ConfigError for what would make the flow fail at once.
-
-    Reports are sniffed (their first case only): when none of them can be used, that is bad
-    input. A file that is no report counts as usable when a model is configured, because the
-    scout model reads raw logs.
-    """
-    if not repo.is_dir():
-        raise BadInputError(f"{repo}: not a directory")
-    settings = load_settings(
-        repo, {"repair.max_retries": max_retries, "repair.human_timeout_s": human_timeout}
-    )
-    root, _ = subdir_in_repo(repo)
-    resolve_commit(root, ref)
-    detect_toolchain(repo, settings.toolchain)
-    if not settings.model_configured:
-        raise ConfigError("no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL")
-    check_reports(reports, repo, settings.model_configured)
+if TYPE_CHECKING:
+    from tasks.repair.state import RepairSummary
 
 
-def _print_summary(result: dict[str, Any]) -> None:
+def _print_summary(result: RepairSummary) -> None:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     console = Console()
-    table = Table(title=f"Repair of {result['repo']} at {str(result['base_commit'])[:12]}")
+    table = Table(title=f"Repair of {result.repo} at {result.base_commit[:12]}")
     for column in ("group", "tests", "outcome", "attempts", "reasons"):
         table.add_column(column, overflow="fold")
-    for g in result["groups"]:
+    for g in result.groups:
         table.add_row(
-            Text(str(g["id"])),
-            Text("\n".join(g["tests"])),
-            str(g["outcome"]),
-            str(g["attempts"]),
-            Text("\n".join(g["reasons"][-3:])),
+            Text(g.id),
+            Text("\n".join(g.tests)),
+            str(g.outcome),
+            str(g.attempts),
+            Text("\n".join(g.reasons[-3:])),
         )
     console.print(table)
-    m = result["metrics"]
+    m = result.metrics
     console.print(
-        f"{result['failures']} failures, branch {result['branch'] or '(none)'}; "
-        f"autonomous fix rate {m['autonomous_fix_rate']:.0%}, human intervention rate "
-        f"{m['human_intervention_rate']:.0%}, tokens {m['tokens']}; "
-        f"archive {result['archive_uri']}",
+        f"{result.failures} failures, branch {result.branch or '(none)'}; "
+        f"autonomous fix rate {m.autonomous_fix_rate:.0%}, human intervention rate "
+        f"{m.human_intervention_rate:.0%}, tokens {m.tokens}; "
+        f"archive {result.archive_uri}",
         markup=False,
     )
 
@@ -102,10 +74,10 @@ def run(
         0 every group fixed, 1 some group not fixed, 2 bad input (one line on stderr).
     """
     try:
-        check_inputs(repo, reports, ref, max_retries, human_timeout)
-        from flows.post_merge import post_merge
+        from flows.post_merge import check_inputs, post_merge
         from flows.runtime import flow_runtime
 
+        check_inputs(repo, reports, ref, max_retries, human_timeout)
         with flow_runtime(verbose):
             result = post_merge(
                 repo=str(repo),
@@ -120,8 +92,8 @@ def run(
         print(f"autopilot: error: {exc}", file=sys.stderr)
         return exc.exit_code
     if json_out:
-        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
         sys.stdout.flush()
     else:
         _print_summary(result)
-    return 0 if all(g["outcome"] == "fixed" for g in result["groups"]) else 1
+    return result.exit_code()

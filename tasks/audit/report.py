@@ -110,6 +110,14 @@ class AuditReport(BaseModel):
         """0 when the suite ran and every tool worked; 1 otherwise."""
         return 0 if self.suite.ran and not self.errors else 1
 
+    def problems(self) -> list[str]:
+        """The failures, one line each: the suite that did not run, the tools that failed."""
+        lines = []
+        if not self.suite.ran:
+            why = self.suite.problem.one_line() if self.suite.problem else "unknown cause"
+            lines.append(f"suite did not run: {why}")
+        return lines + [f"error: {e}" for e in self.errors]
+
 
 def spec_outcomes(
     result: ValidationResult, broken: Iterable[str], repo: Path | None = None

@@ -16,12 +16,13 @@ from judge.static import check_file
 from tasks.audit.baseline import run_baseline
 from tasks.audit.report import AuditReport, suite_report
 from tasks.core.config import load_settings
+from tasks.core.errors import BadInputError
 from tasks.core.types import LintOffense, Mapping, StaticVerdict
 from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
-from tasks.sandbox.runners import make_runner
+from tasks.sandbox.make import make_runner
 from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain, ToolchainError
 from tasks.toolchains.mapping import list_specs, map_repo
-from tasks.toolchains.registry import toolchain_for
+from tasks.toolchains.registry import detect_toolchain, toolchain_for
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,17 @@ class PlainSteps:
 
     def static(self, project: Path, chain: Toolchain, specs: list[str]) -> dict[str, StaticVerdict]:
         return check_specs(project, chain, specs)
+
+
+def check_inputs(repo: Path, ref: str) -> None:
+    """Raise BadInputError/ConfigError for what would make an audit fail at once: the
+    repository, the ref, the configuration, a toolchain for it."""
+    if not repo.is_dir():
+        raise BadInputError(f"{repo}: not a directory")
+    settings = load_settings(repo)
+    root, _ = subdir_in_repo(repo)
+    resolve_commit(root, ref)
+    detect_toolchain(repo, settings.toolchain)
 
 
 def audit_repo(repo: Path, ref: str = "HEAD", steps: AuditSteps | None = None) -> AuditReport:

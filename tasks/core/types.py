@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tasks.core.counts import CaseTally
+
 TestStatus = Literal["passed", "failed", "error", "skipped"]
 #: A toolchain's registry name (``ruby-rspec``, ``python-pytest``; see
 #: tasks/toolchains/registry.py, which validates it where a toolchain is chosen).
@@ -92,18 +94,11 @@ class RunSummary(_Model):
 
     @classmethod
     def of(cls, cases: list[TestCaseResult]) -> RunSummary:
-        by = {s: 0 for s in ("passed", "failed", "error", "skipped")}
+        """The summary of `cases` (in their order: the duration is a float sum)."""
+        tally = CaseTally()
         for c in cases:
-            by[c.status] += 1
-        return cls(
-            tests=len(cases),
-            passed=by["passed"],
-            failed=by["failed"],
-            errors=by["error"],
-            skipped=by["skipped"],
-            duration=round(sum(c.duration for c in cases), 6),
-            duplicates=sum(c.duplicate_of is not None for c in cases),
-        )
+            tally.add(c.status, c.duration, c.duplicate_of is not None)
+        return cls(**tally.summary())
 
 
 class FileError(_Model):

@@ -23,13 +23,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from tasks.core.errors import BadInputError
+from tasks.generate.report import NightlySummary
 from tasks.generate.types import FileOutcome
 from tasks.keep.git_safe import one_line, run_git
+from tasks.repair.state import RepairSummary
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ def quality_table(
     static_before: Mapping[str, float | None],
     nightly_tokens: int,
     generator_model: str,
-    repair: Mapping[str, Any] | None = None,
+    repair: RepairSummary | None = None,
     regressions: int = 0,
     repair_model: str | None = None,
 ) -> QualityTable:
@@ -168,14 +169,13 @@ def quality_table(
         regressions=regressions,
     )
     if repair is not None:
-        metrics = repair.get("metrics") or {}
-        groups = list(repair.get("groups") or [])
-        table.failing_tests = int(repair.get("failures") or 0)
-        table.failure_groups = len(groups)
-        if groups:
-            table.autonomous_fix_rate = float(metrics.get("autonomous_fix_rate", 0.0))
-            table.human_intervention_rate = float(metrics.get("human_intervention_rate", 0.0))
-        repair_tokens = int(metrics.get("tokens") or 0)
+        metrics = repair.metrics
+        table.failing_tests = repair.failures
+        table.failure_groups = len(repair.groups)
+        if repair.groups:
+            table.autonomous_fix_rate = metrics.autonomous_fix_rate
+            table.human_intervention_rate = metrics.human_intervention_rate
+        repair_tokens = metrics.tokens
         table.tokens += repair_tokens
         repair_cost = _cost(repair_tokens, repair_model or generator_model)
         cost = None if cost is None or repair_cost is None else cost + repair_cost
@@ -223,6 +223,17 @@ def rows(table: QualityTable) -> list[tuple[str, str]]:
         ("cost per file (USD, est.)", num(table.cost_per_file_usd, "{:.4f}")),
     ]
     return out
+
+
+class EvalReport(BaseModel):
+    """The ``autopilot eval --json`` document: the table, the injected regressions, and the two
+    runs it follows from."""
+
+    repo: str
+    table: QualityTable
+    mutations: list[str]
+    nightly: NightlySummary
+    repair: RepairSummary | None
 
 
 def clone(repo: Path, dest: Path) -> Path:

@@ -26,7 +26,7 @@ from tasks.generate.skills import choose_skill
 from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome
 from tasks.model.client import ModelClient
-from tasks.sandbox.runners import make_runner
+from tasks.sandbox.make import make_runner
 from tasks.toolchains import registry
 from tasks.toolchains.registry import toolchain_for
 from tasks.toolchains.runs import SCRATCH_DIR, scratch_base

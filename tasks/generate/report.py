@@ -11,13 +11,33 @@ from pydantic import BaseModel, Field
 
 from tasks.core.errors import ArchiveError
 from tasks.generate.charts import chart_markdown
-from tasks.generate.types import FileOutcome
+from tasks.generate.types import FileOutcome, FileSummary
 from tasks.keep.archive import RunArchive
 
 log = logging.getLogger(__name__)
 
 #: Why targets are skipped when no model is configured (exit 0, issue 5).
 NO_MODEL = "no model configured"
+
+
+def _unset(value: str | None) -> bool:
+    return not value
+
+
+class NightlySummary(BaseModel):
+    """The ``autopilot nightly --json`` document (issue 5's contract); ``push_error`` and
+    ``baseline_error`` appear only when there is one."""
+
+    run_id: str
+    repo: str
+    base_commit: str
+    branch: str | None
+    archive_uri: str | None
+    model_calls: int
+    tokens: int
+    files: list[FileSummary]
+    push_error: str | None = Field(None, exclude_if=_unset)
+    baseline_error: str | None = Field(None, exclude_if=_unset)
 
 
 class NightlyReport(BaseModel):
@@ -38,23 +58,20 @@ class NightlyReport(BaseModel):
         None, description="The baseline suite did not run: nothing was generated against it"
     )
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> NightlySummary:
         """Issue 5's JSON contract (plus ``push_error`` when a requested push failed)."""
-        doc: dict[str, Any] = {
-            "run_id": self.run_id,
-            "repo": self.repo,
-            "base_commit": self.base_commit,
-            "branch": self.branch,
-            "archive_uri": self.archive_uri,
-            "model_calls": self.model_calls,
-            "tokens": self.tokens,
-            "files": [f.public() for f in self.files],
-        }
-        if self.push_error:
-            doc["push_error"] = self.push_error
-        if self.baseline_error:
-            doc["baseline_error"] = self.baseline_error
-        return doc
+        return NightlySummary(
+            run_id=self.run_id,
+            repo=self.repo,
+            base_commit=self.base_commit,
+            branch=self.branch,
+            archive_uri=self.archive_uri,
+            model_calls=self.model_calls,
+            tokens=self.tokens,
+            files=[f.public() for f in self.files],
+            push_error=self.push_error,
+            baseline_error=self.baseline_error,
+        )
 
     def exit_code(self) -> int:
         """0 when every target was accepted or skipped for want of a model; 1 when any was
@@ -181,7 +198,7 @@ def archive_outcome(run: RunArchive, outcome: FileOutcome) -> None:
         _put(run, f"{base}/rerun-{i}.json", rerun.model_dump(mode="json"))
     if outcome.judge is not None:
         _put(run, f"{base}/judge.json", outcome.judge.model_dump(mode="json"))
-    verdict = outcome.public() | {
+    verdict = outcome.public().model_dump(mode="json") | {
         "skill": outcome.skill,
         "cached": outcome.cached,
         "model_calls": outcome.model_calls,

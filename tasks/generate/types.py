@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from tasks.core.types import Exchange, SourceKind, ValidationResult
 from tasks.generate.gates import GateName, GateResult
 
-__all__ = ["Exchange", "FileOutcome", "JudgeRecord", "Verdict"]
+__all__ = ["Exchange", "FileOutcome", "FileSummary", "JudgeRecord", "Verdict"]
 
 Verdict = Literal["accepted", "rejected", "error", "skipped"]
 
@@ -55,19 +55,23 @@ class FileOutcome(BaseModel):
     )
     cached: bool = False
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> FileSummary:
         """The per-file entry of ``autopilot nightly --json`` (issue 5's contract)."""
-        return {
-            "source": self.source,
-            "kind": self.kind,
-            "spec": self.spec,
-            "verdict": self.verdict,
-            "gate": self.gate,
-            "reasons": list(self.reasons),
-            "iterations": self.iterations,
-            "coverage_before": self.coverage_before,
-            "coverage_after": self.coverage_after,
-            "judge_score": self.judge_score,
-            "static_score": self.static_score,
-            "tokens": self.tokens,
-        }
+        return FileSummary.model_validate(self.model_dump(include=set(FileSummary.model_fields)))
+
+
+class FileSummary(BaseModel):
+    """One file in the ``autopilot nightly --json`` document (issue 5's contract)."""
+
+    source: str
+    kind: SourceKind
+    spec: str
+    verdict: Verdict
+    gate: GateName | None
+    reasons: list[str]
+    iterations: int
+    coverage_before: float | None
+    coverage_after: float | None
+    judge_score: float | None
+    static_score: float | None
+    tokens: int

@@ -31,7 +31,7 @@ from tasks.repair.risk import parse_patch, risk_reasons
 from tasks.repair.scout import error_type_of
 from tasks.repair.state import FailureGroup, PatchReview
 from tasks.sandbox.cache import cache_key
-from tasks.sandbox.runners import make_runner
+from tasks.sandbox.make import make_runner
 from tasks.toolchains import registry
 from tasks.toolchains.base import CommandRunner, FileRules, Toolchain
 from tasks.toolchains.mapping import map_repo

@@ -262,32 +262,65 @@ def metrics(groups: list[GroupState]) -> Metrics:
     )
 
 
-def group_summary(state: GroupState) -> dict[str, object]:
-    """One group in the `--json` contract of issue 6."""
-    diagnosis = state.diagnosis
-    return {
-        "id": state.group.id,
-        "signature": state.group.signature,
-        "tests": [t.id for t in state.group.tests],
-        "outcome": state.outcome,
-        "attempts": len(state.attempts),
-        "diagnosis": diagnosis.model_dump(mode="json") if diagnosis else None,
-        "patch": state.final_patch or (state.last_attempt.patch if state.last_attempt else None),
-        "reasons": state.reasons + [r for r in state.handoff_reasons if r not in state.reasons],
-        "commit": state.commit,
-    }
+class GroupSummary(_Model):
+    """One group in the `--json` document of `autopilot repair` (issue 6's contract)."""
+
+    id: str
+    signature: str
+    tests: list[str]
+    outcome: Outcome | None
+    attempts: int
+    diagnosis: Diagnosis | None
+    patch: str | None
+    reasons: list[str]
+    commit: str | None
+
+    @classmethod
+    def of(cls, state: GroupState) -> GroupSummary:
+        """The summary of one group's state."""
+        last = state.last_attempt
+        return cls(
+            id=state.group.id,
+            signature=state.group.signature,
+            tests=[t.id for t in state.group.tests],
+            outcome=state.outcome,
+            attempts=len(state.attempts),
+            diagnosis=state.diagnosis,
+            patch=state.final_patch or (last.patch if last else None),
+            reasons=state.reasons + [r for r in state.handoff_reasons if r not in state.reasons],
+            commit=state.commit,
+        )
 
 
-def summary(state: RepairState) -> dict[str, object]:
-    """The `--json` document of `autopilot repair` (issue 6's contract)."""
-    return {
-        "run_id": state.run_id,
-        "repo": state.repo,
-        "base_commit": state.base_commit,
-        "branch": state.branch,
-        "archive_uri": state.archive_uri,
-        "failures": state.failures,
-        "report_errors": state.report_errors,
-        "groups": [group_summary(g) for g in state.groups],
-        "metrics": metrics(state.groups).model_dump(mode="json"),
-    }
+class RepairSummary(_Model):
+    """The `--json` document of `autopilot repair` (issue 6's contract): what the post-merge
+    flow returns."""
+
+    run_id: str
+    repo: str
+    base_commit: str
+    branch: str | None
+    archive_uri: str | None
+    failures: int
+    report_errors: list[str]
+    groups: list[GroupSummary]
+    metrics: Metrics
+
+    @classmethod
+    def of(cls, state: RepairState) -> RepairSummary:
+        """The summary of a run's state."""
+        return cls(
+            run_id=state.run_id,
+            repo=state.repo,
+            base_commit=state.base_commit,
+            branch=state.branch,
+            archive_uri=state.archive_uri,
+            failures=state.failures,
+            report_errors=list(state.report_errors),
+            groups=[GroupSummary.of(g) for g in state.groups],
+            metrics=metrics(state.groups),
+        )
+
+    def exit_code(self) -> int:
+        """0 when every group was fixed (or nothing failed), 1 otherwise."""
+        return 0 if all(g.outcome == "fixed" for g in self.groups) else 1

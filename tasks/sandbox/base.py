@@ -1,6 +1,6 @@
 """The sandbox's common ground: resource limits and the runner interface every backend
-implements (bwrap and none in ``tasks.sandbox.runners``, docker in ``tasks.sandbox.docker``), with
-the result cache every backend shares."""
+implements (``tasks.sandbox.bwrap``, ``tasks.sandbox.docker``, ``tasks.sandbox.local``), with the
+result cache every backend shares."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import pytest
 from tasks.audit.report import AuditReport
 from tasks.audit.run import audit_repo
 from tasks.core.config import SandboxSettings
-from tasks.sandbox.runners import make_runner
+from tasks.sandbox.make import make_runner
 from tasks.toolchains.registry import get_toolchain
 from tests.examples_repo import git
 from tests.field_repos import editable_install, make_repo, project_venv, site_packages, write_tree

@@ -15,7 +15,7 @@ import pytest
 
 from tasks.audit.run import audit_repo
 from tasks.core.config import SandboxSettings
-from tasks.sandbox.runners import make_runner
+from tasks.sandbox.make import make_runner
 from tasks.toolchains.base import ToolchainError
 from tasks.toolchains.registry import get_toolchain
 from tests.examples_repo import git, make_example_repo

@@ -116,7 +116,8 @@ def script(server: MistralServer, surgeon: list[Any], wrong_side: str = "code") 
 
 
 def run_flow(repo: Path, report: Path | None, tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
-    """The flow on `repo` with `report`, or with none: the suite then runs in the sandbox."""
+    """The flow on `repo` with `report`, or with none: the suite then runs in the sandbox; its
+    summary as the CLI's JSON document."""
     from flows.post_merge import post_merge
 
     return post_merge(
@@ -125,7 +126,7 @@ def run_flow(repo: Path, report: Path | None, tmp_path: Path, **kwargs: Any) -> 
         archive=str(tmp_path / "archive"),
         human_poll_s=1,
         **kwargs,
-    )
+    ).model_dump(mode="json")
 
 
 def assert_user_tree_untouched(repo: Path, head: str) -> None:

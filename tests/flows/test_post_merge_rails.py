@@ -104,7 +104,7 @@ def test_two_regressions_three_groups_fixed_on_one_branch(
         reports=[str(reports / "rspec.json")],
         archive=str(tmp_path / "archive"),
         human_timeout=0,
-    )
+    ).model_dump(mode="json")
 
     assert mistral_server.unmatched == []
     groups = {g["tests"][0].split("[")[0]: g for g in result["groups"]}

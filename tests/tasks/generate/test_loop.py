@@ -15,7 +15,7 @@ from tasks.generate.skills import choose_skill
 from tasks.generate.targets import Target
 from tasks.model.client import ModelClient
 from tasks.model.transport import Backoff
-from tasks.sandbox.runners import make_runner
+from tasks.sandbox.make import make_runner
 from tasks.toolchains.registry import get_toolchain
 from tests.examples_repo import make_example_repo
 from tests.fakes.mistral_server import MistralServer, RecordedRequest, Rule

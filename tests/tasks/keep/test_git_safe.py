@@ -15,7 +15,7 @@ from tasks.core.config import SandboxSettings
 from tasks.keep.git import resolve_commit, worktree
 from tasks.keep.git_safe import GitError, TamperedWorktreeError, run_git
 from tasks.repair.roles import git_changes
-from tasks.sandbox.runners import make_runner
+from tasks.sandbox.make import make_runner
 from tasks.toolchains.mapping import map_repo
 from tests.examples_repo import git
 

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from tasks.core.config import SandboxSettings
-from tasks.sandbox.runners import BwrapRunner, Limits, make_runner
+from tasks.sandbox.base import Limits
+from tasks.sandbox.bwrap import BwrapRunner
+from tasks.sandbox.make import make_runner
 from tests.fakes.mistral_server import MistralServer
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
 from tests.tasks.sandbox.test_sandbox import tcp_server

@@ -13,7 +13,8 @@ import pytest
 
 from tasks.core.config import SandboxSettings
 from tasks.core.types import CommandResult
-from tasks.sandbox.runners import Limits, Runner, make_runner
+from tasks.sandbox.base import Limits, Runner
+from tasks.sandbox.make import make_runner
 from tests.tasks.sandbox.test_sandbox import limit_mode, procs_with, tcp_server, wait_gone
 
 pytestmark = [

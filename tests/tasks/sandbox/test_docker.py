@@ -16,8 +16,10 @@ import pytest
 
 from tasks.core.config import SandboxSettings
 from tasks.core.errors import SandboxError
+from tasks.sandbox.base import Limits, Runner
+from tasks.sandbox.cache import cache_key
 from tasks.sandbox.docker import DockerRunner
-from tasks.sandbox.runners import Limits, Runner, cache_key, make_runner
+from tasks.sandbox.make import make_runner
 from tests.docker_images import built_image, docker, require_engine
 from tests.tasks.sandbox.test_containment import SPECS, host_still_fine, rspec
 from tests.tasks.sandbox.test_sandbox import TREE, procs_with, tcp_server, wait_gone

@@ -18,19 +18,15 @@ import pytest
 
 from tasks.core.config import SandboxSettings
 from tasks.core.errors import SandboxError
+from tasks.sandbox.base import Limits, Runner
+from tasks.sandbox.bwrap import BwrapRunner, process_limit_mode
+from tasks.sandbox.cache import cache_key
 from tasks.sandbox.cgroup import pids_cgroup_parent
 from tasks.sandbox.docker import docker_run_kwargs
+from tasks.sandbox.local import LocalRunner
+from tasks.sandbox.make import make_runner
 from tasks.sandbox.pidns import pid_namespace_limit_available
 from tasks.sandbox.proc import RawResult, classify
-from tasks.sandbox.runners import (
-    BwrapRunner,
-    Limits,
-    LocalRunner,
-    Runner,
-    cache_key,
-    make_runner,
-    process_limit_mode,
-)
 
 HAVE_BWRAP = shutil.which("bwrap") is not None
 needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap not installed")
@@ -82,7 +78,7 @@ def limit_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
         ok, missing = pid_namespace_limit_available(shutil.which("bwrap") or "bwrap")
         if not ok:
             pytest.skip(f"pid-namespace process limit unavailable: needs {missing}")
-        monkeypatch.setattr("tasks.sandbox.runners.pids_cgroup_parent", lambda: None)
+        monkeypatch.setattr("tasks.sandbox.cgroup.pids_cgroup_parent", lambda: None)
         return "pid_namespace"
     missing = process_limit_missing()
     if missing:
@@ -471,7 +467,7 @@ def test_root_must_exist(tmp_path: Path) -> None:
 def test_none_backend_warns_and_still_kills_the_tree(
     root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="tasks.sandbox.runners"):
+    with caplog.at_level(logging.WARNING, logger="tasks.sandbox.local"):
         runner = make_runner(SandboxSettings(backend="none"), root, cache_dir=root / "c")
     assert isinstance(runner, LocalRunner)
     assert any("no isolation" in r.getMessage() for r in caplog.records)

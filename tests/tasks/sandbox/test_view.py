@@ -16,7 +16,9 @@ import pytest
 from tasks.core.config import SandboxSettings, load_settings
 from tasks.core.errors import ConfigError, SandboxError
 from tasks.core.host_paths import forbidden_reason
-from tasks.sandbox.runners import BwrapRunner, Limits, make_runner
+from tasks.sandbox.base import Limits
+from tasks.sandbox.bwrap import BwrapRunner
+from tasks.sandbox.make import make_runner
 from tasks.sandbox.view import build_view, interpreter_dirs
 from tests.paths import REPO_ROOT
 

@@ -11,7 +11,7 @@ import pytest
 from tasks.core.config import SandboxSettings
 from tasks.core.errors import ConfigError
 from tasks.core.types import CommandResult
-from tasks.sandbox.runners import make_runner
+from tasks.sandbox.make import make_runner
 from tasks.toolchains.base import CommandRunner, ToolchainError
 from tasks.toolchains.python.lint import parse_ruff_json
 from tasks.toolchains.python.results import parse_pytest_run

@@ -10,7 +10,7 @@ import pytest
 
 from tasks.core.config import SandboxSettings
 from tasks.core.types import CommandResult
-from tasks.sandbox.runners import make_runner
+from tasks.sandbox.make import make_runner
 from tasks.toolchains.base import CommandRunner, ToolchainError
 from tasks.toolchains.registry import get_toolchain
 from tasks.toolchains.ruby.lint import has_rubocop_config, parse_rubocop_json

@@ -1,12 +1,5 @@
-"""Sandboxed command runs: bwrap (default), docker (production workers) or none (explicit).
-
-Use :func:`make_runner` and call :meth:`Runner.run`. Every backend applies the same limits:
-wall-clock timeout with the whole process tree killed, address space (RLIMIT_AS), CPU time
-(RLIMIT_CPU), file size (RLIMIT_FSIZE) and a process limit, and returns a
-:class:`~tasks.core.types.CommandResult` whose `reason` says in words why a run was stopped.
-
-What bwrap shows is :mod:`tasks.sandbox.view`: deny by default, the worktree writable, the
-system trees, the toolchains' exact directories and what the project declared read-only.
+"""The bwrap backend: no network, the deny-by-default view of :mod:`tasks.sandbox.view`, only the
+worktree and a private /tmp writable, every limit, the whole process tree killed at timeout.
 
 The process limit: RLIMIT_NPROC is not enforced for uid 0, and the pipeline often runs as root
 in CI containers. So a per-run cgroup `pids.max` is used whenever a pids cgroup is writable
@@ -22,94 +15,21 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from tasks.core.config import SandboxSettings
 from tasks.core.errors import SandboxError
 from tasks.core.types import CommandResult
-from tasks.sandbox.base import DEFAULT_PATH, MB, SANDBOX_HOME, Limits, Runner
-from tasks.sandbox.cache import cache_key, default_cache_dir
-from tasks.sandbox.cgroup import PidsCgroup, pids_cgroup_parent
+from tasks.sandbox import cgroup
+from tasks.sandbox.base import DEFAULT_PATH, MB, SANDBOX_HOME, Runner
 from tasks.sandbox.pidns import CAP_ARGS, SETUP_FAILED, pid_namespace_limit_available, wrap
-from tasks.sandbox.proc import RawResult, run_process
+from tasks.sandbox.spawn import base_env, resolve_program, spawn, tool
 from tasks.sandbox.view import View, build_view, interpreter_dirs, proc_args
 
-__all__ = [
-    "BwrapRunner",
-    "Limits",
-    "LocalRunner",
-    "Runner",
-    "cache_key",
-    "default_cache_dir",
-    "interpreter_dirs",
-    "make_runner",
-]
-
 logger = logging.getLogger(__name__)
-
-
-def _resolve_program(argv0: str, cwd: Path, path_var: str) -> None:
-    """Fail early, with a clear message, when the program does not exist."""
-    if "/" in argv0:
-        target = Path(argv0) if os.path.isabs(argv0) else cwd / argv0
-        if not os.access(target, os.X_OK) or target.is_dir():
-            raise SandboxError(f"{argv0}: command not found or not executable")
-    elif shutil.which(argv0, path=path_var) is None:
-        raise SandboxError(f"{argv0}: command not found on the sandbox PATH")
-
-
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise SandboxError(f"{name} not found: install util-linux/bubblewrap")
-    return path
-
-
-def _base_env(home: str, env: Mapping[str, str], path: str | None = None) -> dict[str, str]:
-    """The allow-listed environment: nothing from the host but PATH and LANG."""
-    base = {
-        "PATH": path if path is not None else os.environ.get("PATH", DEFAULT_PATH),
-        "LANG": os.environ.get("LANG", "C.UTF-8"),
-        "HOME": home,
-    }
-    base.update(env)
-    return base
-
-
-def _cgroup(limits: Limits) -> PidsCgroup | None:
-    parent = pids_cgroup_parent()
-    if parent is None:
-        return None
-    try:
-        return PidsCgroup(parent, limits.max_processes)
-    except OSError as exc:
-        logger.warning("no pids cgroup for this run (%s): process limit may not hold", exc)
-        return None
-
-
-def _spawn(
-    cmd: list[str], runner: Runner, env: dict[str, str], cwd: Path, timeout_s: float
-) -> RawResult:
-    cgroup = _cgroup(runner.limits)
-    try:
-        return run_process(
-            cmd,
-            env=env,
-            cwd=str(cwd),
-            timeout_s=timeout_s,
-            output_limit=runner.limits.output_bytes,
-            cgroup=cgroup,
-        )
-    except OSError as exc:
-        raise SandboxError(f"{cmd[0]}: could not start: {exc.strerror or exc}") from None
-    finally:
-        if cgroup is not None:
-            cgroup.remove()
 
 
 @functools.cache
@@ -140,7 +60,7 @@ LimitMode = Literal["cgroup", "nproc", "pid_namespace", "none"]
 
 def process_limit_mode(bwrap: str) -> tuple[LimitMode, str]:
     """How bwrap runs limit their processes here, and what is missing when nothing does."""
-    if pids_cgroup_parent() is not None:
+    if cgroup.pids_cgroup_parent() is not None:
         return "cgroup", ""
     if os.geteuid() != 0:
         return "nproc", ""
@@ -156,8 +76,8 @@ class BwrapRunner(Runner):
     backend = "bwrap"
 
     def _setup(self) -> None:
-        self.bwrap = _tool("bwrap")
-        self.prlimit = _tool("prlimit")
+        self.bwrap = tool("bwrap")
+        self.prlimit = tool("prlimit")
         ok, detail = _bwrap_works(self.bwrap)
         if not ok:
             raise SandboxError(
@@ -230,8 +150,8 @@ class BwrapRunner(Runner):
     ) -> CommandResult:
         view = self.view(argv[0])
         path = view.sandbox_path(os.environ.get("PATH", DEFAULT_PATH)) or DEFAULT_PATH
-        full_env = _base_env(SANDBOX_HOME, {"TMPDIR": "/tmp", **env}, path=path)
-        _resolve_program(argv[0], cwd, full_env["PATH"])
+        full_env = base_env(SANDBOX_HOME, {"TMPDIR": "/tmp", **env}, path=path)
+        resolve_program(argv[0], cwd, full_env["PATH"])
         if os.path.isabs(argv[0]) and not view.shows(argv[0]):
             raise SandboxError(
                 f"{argv[0]}: not visible in the sandbox; declare its directory in "
@@ -239,79 +159,10 @@ class BwrapRunner(Runner):
             )
         cmd = self.command(argv, cwd=cwd, env=full_env, timeout_s=timeout_s, view=view)
         # bwrap itself gets a minimal environment; the command's is set by --setenv.
-        raw = _spawn(cmd, self, {"PATH": DEFAULT_PATH}, self.root, timeout_s)
+        raw = spawn(cmd, self, {"PATH": DEFAULT_PATH}, self.root, timeout_s)
         first = raw.stderr.lstrip().splitlines()[:1]
         if raw.exit_code == 1 and first and first[0].startswith("bwrap: "):
             raise SandboxError(f"sandbox setup failed for {argv[0]}: {first[0]}")
         if raw.exit_code == 125 and first and first[0] == SETUP_FAILED:
             raise SandboxError(f"sandbox setup failed for {argv[0]}: {first[0]}")
         return self._result(argv, raw, timeout_s)
-
-
-class LocalRunner(Runner):
-    """No isolation at all: a plain subprocess with the same timeout, tree kill and rlimits."""
-
-    backend = "none"
-
-    def _setup(self) -> None:
-        self.prlimit = _tool("prlimit")
-        logger.warning(
-            "sandbox backend 'none': commands in %s run on the host with no isolation "
-            "(network, file system and other processes are reachable)",
-            self.root,
-        )
-
-    def _execute(
-        self, argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float
-    ) -> CommandResult:
-        full_env = _base_env(os.environ.get("HOME", "/"), env)
-        _resolve_program(argv[0], cwd, full_env["PATH"])
-        # No RLIMIT_NPROC here: on the host it counts every process of the user, not ours.
-        cmd = [self.prlimit, *self.limits.prlimit_args(timeout_s, nproc=False), "--", *argv]
-        raw = _spawn(cmd, self, full_env, cwd, timeout_s)
-        return self._result(argv, raw, timeout_s)
-
-
-def make_runner(
-    settings: SandboxSettings,
-    root: Path,
-    *,
-    cache_dir: Path | None = None,
-    limits: Limits | None = None,
-    toolchain_dirs: Sequence[str | Path] = (),
-) -> Runner:
-    """The runner for the configured backend.
-
-    Args:
-        settings: sandbox settings (backend, timeout, memory, processes, docker image, the
-            declared read-only paths and passed environment variables).
-        root: the worktree; the only directory commands may write to.
-        cache_dir: result cache directory; default `$AUTOPILOT_HOME/cache/sandbox`.
-        limits: override the limits derived from the settings (file size, /tmp size, ...).
-        toolchain_dirs: extra read-only toolchain directories, each shown by its exact path
-            (e.g. a prepared environment ``$AUTOPILOT_HOME/envs/<name>``, or what
-            :func:`interpreter_dirs` gives for an interpreter). The interpreter a command
-            starts with (an absolute ``argv[0]``) is added on its own.
-
-    Raises:
-        SandboxError: the backend is unavailable ("auto" without bwrap says how to fix it).
-    """
-    backend = settings.backend
-    if backend == "auto":
-        if shutil.which("bwrap") is None:
-            raise SandboxError(
-                "bubblewrap (bwrap) is not installed: install it (e.g. apt-get install "
-                "bubblewrap) or set AUTOPILOT_SANDBOX__BACKEND=none to run without isolation"
-            )
-        backend = "bwrap"
-    if backend == "bwrap":
-        if shutil.which("bwrap") is None:
-            raise SandboxError("sandbox backend bwrap chosen but bwrap is not installed")
-        cls: type[Runner] = BwrapRunner
-    elif backend == "docker":
-        from tasks.sandbox.docker import DockerRunner
-
-        cls = DockerRunner
-    else:
-        cls = LocalRunner
-    return cls(settings, root, cache_dir=cache_dir, limits=limits, toolchain_dirs=toolchain_dirs)

@@ -1,0 +1,99 @@
+"""`autopilot eval`: the field reports' quality table from a real nightly (and a repair of
+injected regressions), run in a clone so the user's branches and working tree are never touched.
+
+The nightly runs on the clone; with ``regressions`` the baseline suite's coverage picks that many
+covered source lines, the mutations are committed on a new branch of the clone
+(:mod:`tasks.evaluate.regressions`), and the post-merge repair runs on that commit with no human
+wait (a hand-off ends "needs human" at once, which is what the human intervention rate counts).
+Both runs are archived under ``$AUTOPILOT_HOME/eval/<stamp>`` (a local directory, so the table can
+read the nightly's targets back).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from flows.nightly import nightly
+from flows.post_merge import post_merge
+from flows.runtime import flow_runtime
+from tasks.core.config import load_settings
+from tasks.core.errors import BadInputError, ConfigError
+from tasks.evaluate.regressions import Injected, inject, static_before
+from tasks.evaluate.table import EvalReport, clone, quality_table
+from tasks.generate.targets import check_globs
+from tasks.keep.git import resolve_commit, subdir_in_repo
+from tasks.repair.state import RepairSummary
+from tasks.toolchains.registry import detect_toolchain
+
+
+def check_inputs(repo: Path, regressions: int, only: list[str] | None) -> None:
+    """Raise BadInputError/ConfigError for what would make the evaluation fail at once."""
+    if not repo.is_dir():
+        raise BadInputError(f"{repo}: not a directory")
+    if regressions < 0:
+        raise BadInputError(f"--regressions: {regressions} is negative")
+    check_globs(only)
+    settings = load_settings(repo)
+    if not settings.model_configured:
+        raise ConfigError("eval needs a model: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL")
+    root, _ = subdir_in_repo(repo)
+    resolve_commit(root, "HEAD")
+    detect_toolchain(repo, settings.toolchain)
+
+
+def evaluate(
+    repo: Path,
+    regressions: int = 0,
+    *,
+    seed: int = 0,
+    only: list[str] | None = None,
+    verbose: bool | int = False,
+) -> EvalReport:
+    """The nightly (and the repair of `regressions` injected mutations) on a clone of `repo`,
+    and the quality table that follows from them."""
+    from prefect import tags
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    settings = load_settings(repo)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    archive = settings.home / "eval" / stamp
+    root, sub = subdir_in_repo(repo.resolve())
+    injected = Injected()
+    repair: RepairSummary | None = None
+    with tempfile.TemporaryDirectory(prefix="autopilot-eval-") as tmp:
+        work = clone(root, Path(tmp) / "repo")
+        project = work / sub if sub else work
+        runner: Any = ThreadPoolTaskRunner(max_workers=settings.model.max_concurrency)
+        with flow_runtime(verbose), tags("autopilot", "eval"):
+            report = nightly.with_options(task_runner=runner)(
+                repo=str(project), only=list(only) if only else None, archive=str(archive)
+            )
+            if regressions:
+                injected = inject(project, work, sub, regressions, seed, load_settings(project))
+                if injected.commit:
+                    repair = post_merge(
+                        repo=str(project),
+                        reports=None,
+                        ref=injected.commit,
+                        human_timeout=0,
+                        archive=str(archive),
+                    )
+    table = quality_table(
+        report.files,
+        static_before=static_before(report.archive_uri),
+        nightly_tokens=report.tokens,
+        generator_model=settings.models.generator,
+        repair=repair,
+        regressions=len(injected.mutations),
+        repair_model=settings.models.surgeon,
+    )
+    return EvalReport(
+        repo=str(repo.resolve()),
+        table=table,
+        mutations=injected.mutations,
+        nightly=report.public(),
+        repair=repair,
+    )
