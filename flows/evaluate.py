@@ -20,28 +20,10 @@ from flows.nightly import nightly
 from flows.post_merge import post_merge
 from flows.runtime import flow_runtime
 from tasks.core.config import load_settings
-from tasks.core.errors import BadInputError, ConfigError
 from tasks.evaluate.regressions import Injected, inject, static_before
 from tasks.evaluate.table import EvalReport, clone, quality_table
-from tasks.generate.targets import check_globs
-from tasks.keep.git import resolve_commit, subdir_in_repo
+from tasks.keep.git import subdir_in_repo
 from tasks.repair.state import RepairSummary
-from tasks.toolchains.registry import detect_toolchain
-
-
-def check_inputs(repo: Path, regressions: int, only: list[str] | None) -> None:
-    """Raise BadInputError/ConfigError for what would make the evaluation fail at once."""
-    if not repo.is_dir():
-        raise BadInputError(f"{repo}: not a directory")
-    if regressions < 0:
-        raise BadInputError(f"--regressions: {regressions} is negative")
-    check_globs(only)
-    settings = load_settings(repo)
-    if not settings.model_configured:
-        raise ConfigError("eval needs a model: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL")
-    root, _ = subdir_in_repo(repo)
-    resolve_commit(root, "HEAD")
-    detect_toolchain(repo, settings.toolchain)
 
 
 def evaluate(

@@ -20,6 +20,7 @@ import datetime as dt
 import logging
 import threading
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 from uuid import UUID
@@ -35,37 +36,33 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 
 from flows.audit import artifact_key, check_specs, map_sources, run_name
+from flows.inputs import nightly_settings
 from flows.runtime import with_shared_model_limit
 from tasks.audit.baseline import run_baseline
-from tasks.audit.report import suite_report
-from tasks.core.config import Settings, load_settings
-from tasks.core.errors import ArchiveError, AutopilotError, BadInputError
+from tasks.audit.report import AuditReport, suite_report
+from tasks.core.config import Settings
+from tasks.core.types import Mapping
 from tasks.generate.cache import default_store_dir
-from tasks.generate.charts import archive_quality_chart
 from tasks.generate.job import NO_MODEL, FileJob, failed, run_file_job, skipped
 from tasks.generate.loop import DEFAULT_MAX_ITERATIONS
 from tasks.generate.report import (
     NightlyReport,
-    archive_outcome,
+    archive_run,
+    commit_accepted,
     markdown_summary,
-    merge_accepted,
     table_rows,
 )
-from tasks.generate.targets import Target, check_globs, choose_targets
+from tasks.generate.targets import Target, choose_targets
 from tasks.generate.types import FileOutcome
-from tasks.keep.archive import open_archive
 from tasks.keep.git import (
-    commit_files_to_new_branch,
-    push_branch,
     resolve_commit,
     subdir_in_repo,
-    unique_branch_name,
     worktree,
 )
 from tasks.model.client import ModelClient
 from tasks.sandbox.make import make_runner
 from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
-from tasks.toolchains.registry import detect_toolchain, toolchain_for
+from tasks.toolchains.registry import toolchain_for
 
 log = logging.getLogger(__name__)
 
@@ -117,46 +114,6 @@ def generate_tests(job: FileJob) -> FileOutcome:
 
 def _nightly_run_name() -> str:
     return run_name("nightly")
-
-
-def settings_for(repo: Path, min_coverage: float | None, min_judge: float | None) -> Settings:
-    """The run's settings: environment over autopilot.toml, the CLI thresholds over both."""
-    return load_settings(repo, {"gates.min_coverage": min_coverage, "gates.min_judge": min_judge})
-
-
-def check_inputs(
-    repo: Path,
-    ref: str,
-    only: list[str] | None,
-    max_files: int | None,
-    max_iterations: int,
-    min_coverage: float | None,
-    min_judge: float | None,
-    archive: str | None,
-    max_model_calls: int | None = None,
-    file_time_limit_s: float | None = None,
-) -> None:
-    """Raise BadInputError/ConfigError for what would make the flow fail at once."""
-    from flows.nightly import settings_for
-    from tasks.keep.archive import open_archive
-    from tasks.keep.git import resolve_commit, subdir_in_repo
-
-    if not repo.is_dir():
-        raise BadInputError(f"{repo}: not a directory")
-    if max_files is not None and max_files < 0:
-        raise BadInputError(f"--max-files: {max_files} is negative")
-    if file_time_limit_s is not None and file_time_limit_s <= 0:
-        raise BadInputError(f"file time limit: {file_time_limit_s} s is not positive")
-    if max_model_calls is not None and max_model_calls < 0:
-        raise BadInputError(f"--max-model-calls: {max_model_calls} is negative")
-    if max_iterations < 1:
-        raise BadInputError(f"--max-iterations: {max_iterations} is less than 1")
-    check_globs(only)
-    settings = settings_for(repo, min_coverage, min_judge)
-    root, _ = subdir_in_repo(repo)
-    resolve_commit(root, ref)
-    detect_toolchain(repo, settings.toolchain)
-    open_archive(archive or settings.archive_uri)
 
 
 def with_task_runner(dask: str | None, workers: int) -> Any:
@@ -274,74 +231,18 @@ def nightly(
 
     path = Path(repo).resolve()
     settings = with_shared_model_limit(
-        settings_for(path, min_coverage, min_judge), shared_model_limit
+        nightly_settings(path, min_coverage, min_judge), shared_model_limit
     )
     root, sub = subdir_in_repo(path)
     commit = resolve_commit(root, ref)
     run_id = str(flow_run.id or uuid.uuid4())
     today = dt.date.today()
     token = uuid.uuid4().hex
+    work = _Work(max_iterations, max_model_calls, file_time_limit_s, token, only, max_files)
     try:
         with worktree(root, commit) as wt:
             project = wt / sub if sub else wt
-            mapping = map_sources(project, settings.toolchain)
-            runner = make_runner(settings.sandbox, root=wt)
-            chain = toolchain_for(settings, mapping.toolchain)
-            suite = baseline_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
-            specs = sorted({s for f in mapping.files for s in f.specs} | set(suite.broken))
-            static = check_specs(project, chain, specs)
-            baseline = suite_report(
-                repo=str(path),
-                commit=commit,
-                mapping=mapping,
-                suite=suite,
-                project=project,
-                lint=[],
-                static=static,
-            )
-            baseline_error = None if suite.ran else _baseline_error(suite)
-            log.info(
-                "baseline of %s: %d files, %d untested, line coverage %.1f%%",
-                path.name,
-                baseline.summary.files,
-                baseline.summary.untested,
-                100 * baseline.summary.line_coverage,
-            )
-            targets = (
-                []
-                if baseline_error
-                else choose_targets(
-                    baseline,
-                    mapping,
-                    min_coverage=settings.gates.min_coverage,
-                    min_static=settings.gates.min_judge,
-                    only=only,
-                    max_files=max_files,
-                )
-            )
-            log.info("%d target(s): %s", len(targets), ", ".join(t.source for t in targets[:10]))
-            failing = frozenset(
-                e.id for e in suite.validation.examples if e.status in ("failed", "error")
-            )
-            if not settings.model_configured:
-                outcomes = [skipped(t, NO_MODEL) for t in targets]
-            else:
-                jobs = [
-                    FileJob(
-                        project=project,
-                        target=t,
-                        toolchain=mapping.toolchain,
-                        settings=settings,
-                        max_iterations=max_iterations,
-                        store_dir=default_store_dir(settings),
-                        baseline_failing=failing,
-                        client_token=token,
-                        max_model_calls=max_model_calls,
-                        file_time_limit_s=file_time_limit_s,
-                    )
-                    for t in targets
-                ]
-                outcomes = _run_targets(jobs, targets, artifact_key("nightly-progress", path.name))
+            baseline, targets, outcomes = _nightly_in(project, wt, path, commit, settings, work)
     finally:
         client = _release_client(token)
     report = NightlyReport(
@@ -349,32 +250,12 @@ def nightly(
         repo=str(path),
         base_commit=commit,
         files=outcomes,
-        baseline_error=baseline_error,
+        baseline_error=baseline.error,
     )
-    if client is not None:
-        report.model_calls, report.tokens = client.calls, client.tokens
-        client.close()
-    else:  # the files ran in other processes (Dask workers): each outcome counts its own
-        fresh = [o for o in outcomes if not o.cached]
-        report.model_calls = sum(o.model_calls for o in fresh)
-        report.tokens = sum(o.tokens for o in fresh)
-    files = merge_accepted(outcomes, prefix=sub)
-    if files:
-        branch = unique_branch_name(root, f"autopilot/nightly-{today.isoformat()}")
-        accepted = [o.source for o in outcomes if o.verdict == "accepted"]
-        message = f"Autopilot nightly: tests for {len(accepted)} file(s)\n\n" + "\n".join(
-            f"- {s}" for s in accepted
-        )
-        report.branch_commit = commit_files_to_new_branch(root, commit, branch, files, message)
-        report.branch = branch
-        if push:
-            try:
-                push_branch(root, branch)
-            except AutopilotError as exc:
-                report.push_error = str(exc)
-    _archive(
-        report, baseline.model_dump(mode="json"), targets, archive or settings.archive_uri, today
-    )
+    _count_calls(report, client)
+    branch = commit_accepted(root, sub, commit, outcomes, today, push=push)
+    report.branch, report.branch_commit, report.push_error = branch
+    archive_run(report, baseline.report, targets, archive or settings.archive_uri, today)
     key = artifact_key("nightly", path.name)
     create_table_artifact(table_rows(report.files), key=key, description=f"Nightly of {path.name}")
     create_markdown_artifact(markdown_summary(report), key=f"{key}-summary")
@@ -382,28 +263,115 @@ def nightly(
     return report
 
 
-def _archive(
-    report: NightlyReport,
-    baseline: dict[str, object],
-    targets: list[Target],
-    uri: str,
-    today: dt.date,
-) -> None:
-    """Everything the run produced, under ``<uri>/nightly/<date>/<run-id>/``; an archive that
-    fails is logged and leaves ``archive_uri`` empty, it never loses the run's result."""
-    try:
-        run = open_archive(uri).run("nightly", report.run_id, today)
-        run.put_json("baseline/audit.json", baseline)
-        run.put_json("targets.json", [t.model_dump(mode="json") for t in targets])
-        for outcome in report.files:
-            archive_outcome(run, outcome)
-        if report.files:
-            rows = [o.public().model_dump(mode="json") for o in report.files]
-            report.chart_uri = archive_quality_chart(run, rows)
-        report.archive_uri = run.uri
-        run.put_json("summary.json", report.public().model_dump(mode="json"))
-        run.put_text("summary.md", markdown_summary(report))
-        run.finalize()
-    except ArchiveError as exc:
-        log.error("archive %s failed: %s", uri, exc)
-        report.archive_uri = None
+@dataclass(frozen=True)
+class _Work:
+    """How the run works on its targets (the flow's options)."""
+
+    max_iterations: int
+    max_model_calls: int | None
+    file_time_limit_s: float | None
+    client_token: str
+    only: list[str] | None
+    max_files: int | None
+
+
+@dataclass(frozen=True)
+class _Baseline:
+    """The audit before any change, and why nothing is written against it (None: it ran)."""
+
+    report: AuditReport
+    suite: SuiteResult
+    error: str | None
+
+
+def _nightly_in(
+    project: Path, wt: Path, path: Path, commit: str, settings: Settings, work: _Work
+) -> tuple[_Baseline, list[Target], list[FileOutcome]]:
+    """The run inside the worktree: the baseline, the targets, and their outcomes."""
+    mapping = map_sources(project, settings.toolchain)
+    runner = make_runner(settings.sandbox, root=wt)
+    chain = toolchain_for(settings, mapping.toolchain)
+    baseline = _baseline(project, chain, runner, mapping, path, commit, settings)
+    targets = (
+        []
+        if baseline.error
+        else choose_targets(
+            baseline.report,
+            mapping,
+            min_coverage=settings.gates.min_coverage,
+            min_static=settings.gates.min_judge,
+            only=work.only,
+            max_files=work.max_files,
+        )
+    )
+    log.info("%d target(s): %s", len(targets), ", ".join(t.source for t in targets[:10]))
+    if not settings.model_configured:
+        return baseline, targets, [skipped(t, NO_MODEL) for t in targets]
+    failing = frozenset(
+        e.id for e in baseline.suite.validation.examples if e.status in ("failed", "error")
+    )
+    jobs = [
+        FileJob(
+            project=project,
+            target=t,
+            toolchain=mapping.toolchain,
+            settings=settings,
+            max_iterations=work.max_iterations,
+            store_dir=default_store_dir(settings),
+            baseline_failing=failing,
+            client_token=work.client_token,
+            max_model_calls=work.max_model_calls,
+            file_time_limit_s=work.file_time_limit_s,
+        )
+        for t in targets
+    ]
+    return (
+        baseline,
+        targets,
+        _run_targets(jobs, targets, artifact_key("nightly-progress", path.name)),
+    )
+
+
+def _baseline(
+    project: Path,
+    chain: Toolchain,
+    runner: CommandRunner,
+    mapping: Mapping,
+    path: Path,
+    commit: str,
+    settings: Settings,
+) -> _Baseline:
+    """The suite with coverage and the static rubric of the mapped specs, before any change."""
+    suite = baseline_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
+    specs = sorted({s for f in mapping.files for s in f.specs} | set(suite.broken))
+    report = suite_report(
+        repo=str(path),
+        commit=commit,
+        mapping=mapping,
+        suite=suite,
+        project=project,
+        lint=[],
+        static=check_specs(project, chain, specs),
+    )
+    log.info(
+        "baseline of %s: %d files, %d untested, line coverage %.1f%%",
+        path.name,
+        report.summary.files,
+        report.summary.untested,
+        100 * report.summary.line_coverage,
+    )
+    return _Baseline(
+        report=report, suite=suite, error=None if suite.ran else _baseline_error(suite)
+    )
+
+
+def _count_calls(report: NightlyReport, client: ModelClient | None) -> None:
+    """The run's model calls and tokens: the shared client's, or (the files ran in other
+    processes, Dask workers) the sum of the outcomes that were not re-used."""
+    if client is not None:
+        report.model_calls, report.tokens = client.calls, client.tokens
+        client.close()
+        return
+    fresh = [o for o in report.files if not o.cached]
+    report.model_calls = sum(o.model_calls for o in fresh)
+    report.tokens = sum(o.tokens for o in fresh)

@@ -29,9 +29,10 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.audit import artifact_key, run_name
+from flows.inputs import repair_settings
 from flows.runtime import with_shared_model_limit
-from tasks.core.config import Settings, load_settings
-from tasks.core.errors import ArchiveError, AutopilotError, BadInputError, ConfigError
+from tasks.core.config import Settings
+from tasks.core.errors import ArchiveError, AutopilotError, BadInputError
 from tasks.core.types import Mapping, SuiteProblem, TestCaseResult
 from tasks.keep.archive import Archive, RunArchive, open_archive
 from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
@@ -41,7 +42,6 @@ from tasks.repair.human import HumanDecision, hand_off
 from tasks.repair.loop import RepairEnv, now, run_group
 from tasks.repair.resume import load_state, reopen
 from tasks.repair.scout import (
-    check_reports,
     environment_group,
     failures_from_suite,
     fill_test_files,
@@ -52,7 +52,7 @@ from tasks.repair.state import GroupState, RepairState, RepairSummary, metrics
 from tasks.sandbox.make import make_runner
 from tasks.toolchains.base import Toolchain
 from tasks.toolchains.mapping import map_repo
-from tasks.toolchains.registry import detect_toolchain, toolchain_for
+from tasks.toolchains.registry import toolchain_for
 
 __all__ = ["HumanDecision", "post_merge"]
 
@@ -145,7 +145,7 @@ def post_merge(
 
     path = Path(repo).resolve()
     settings = with_shared_model_limit(
-        settings_for(path, max_retries, human_timeout, archive), None
+        repair_settings(path, max_retries, human_timeout, archive), None
     )
     root, sub = subdir_in_repo(path)
     run_id = str(flow_run.id or uuid.uuid4())
@@ -183,39 +183,6 @@ def post_merge(
     return _close(state, saver, run_archive, path.name)
 
 
-def settings_for(
-    repo: Path, max_retries: int | None, human_timeout: float | None, archive: str | None = None
-) -> Settings:
-    """The run's settings: environment over autopilot.toml, the CLI options over both."""
-    overrides = {
-        "repair.max_retries": max_retries,
-        "repair.human_timeout_s": human_timeout,
-        "archive": archive,
-    }
-    return load_settings(repo, overrides)
-
-
-def check_inputs(
-    repo: Path,
-    reports: list[Path],
-    ref: str,
-    max_retries: int | None,
-    human_timeout: float | None,
-) -> None:
-    """Raise BadInputError/ConfigError for what would make the flow fail at once: the
-    repository, the ref, the options, a model to repair with, and reports none of which can be
-    used (a raw log counts when a model reads it)."""
-    if not repo.is_dir():
-        raise BadInputError(f"{repo}: not a directory")
-    settings = settings_for(repo, max_retries, human_timeout)
-    root, _ = subdir_in_repo(repo)
-    resolve_commit(root, ref)
-    detect_toolchain(repo, settings.toolchain)
-    if not settings.model_configured:
-        raise ConfigError(NO_MODEL)
-    check_reports(reports, repo, settings.model_configured)
-
-
 def _scouted(
     user_repo: Path,
     reports: list[str],
@@ -242,9 +209,6 @@ def _scouted(
         report_errors=report_errors,
         groups=groups,
     )
-
-
-NO_MODEL = "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
 
 
 def _no_model(state: RepairState) -> None:

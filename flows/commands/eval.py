@@ -58,13 +58,15 @@ def run(
         0 when the table was produced, 1 when a flow failed, 2 on bad input or configuration.
     """
     repo = Path(repo)
-    from flows.evaluate import check_inputs, evaluate
+    from flows.inputs import check_eval
 
     try:
-        check_inputs(repo, regressions, only)
+        check_eval(repo, regressions, only)
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)
         return 2
+    from flows.evaluate import evaluate
+
     try:
         report = evaluate(repo, regressions, seed=seed, only=only, verbose=verbose)
     except AutopilotError as exc:

@@ -79,10 +79,10 @@ def run(
         2 bad input or configuration (one line on stderr).
     """
     repo = Path(repo)
-    from flows.nightly import check_inputs, settings_for, with_task_runner
+    from flows.inputs import check_nightly, nightly_settings
 
     try:
-        check_inputs(
+        check_nightly(
             repo,
             ref,
             only,
@@ -99,9 +99,10 @@ def run(
         return 2
     from prefect import tags
 
+    from flows.nightly import with_task_runner
     from flows.runtime import SHARED_MODEL_LIMIT, flow_runtime
 
-    workers = settings_for(repo, min_coverage, min_judge).model.max_concurrency
+    workers = nightly_settings(repo, min_coverage, min_judge).model.max_concurrency
     try:
         with flow_runtime(verbose), tags("autopilot", "nightly"):
             report: NightlyReport = with_task_runner(dask, workers)(

@@ -74,10 +74,12 @@ def run(
         0 every group fixed, 1 some group not fixed, 2 bad input (one line on stderr).
     """
     try:
-        from flows.post_merge import check_inputs, post_merge
+        from flows.inputs import check_repair
+
+        check_repair(repo, reports, ref, max_retries, human_timeout)
+        from flows.post_merge import post_merge
         from flows.runtime import flow_runtime
 
-        check_inputs(repo, reports, ref, max_retries, human_timeout)
         with flow_runtime(verbose):
             result = post_merge(
                 repo=str(repo),

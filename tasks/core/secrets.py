@@ -8,6 +8,7 @@ secret pasted into a prompt by any other path is still replaced before it leaves
 from __future__ import annotations
 
 import fnmatch
+import logging
 import math
 import re
 from collections import Counter
@@ -15,6 +16,8 @@ from pathlib import Path, PurePosixPath
 
 from tasks.core.errors import BadInputError
 from tasks.core.types import ValidationResult
+
+log = logging.getLogger(__name__)
 
 REDACTED = "[REDACTED]"
 DEFAULT_MAX_BYTES = 200_000
@@ -224,6 +227,16 @@ def read_for_prompt(repo: Path, rel: str, max_bytes: int = DEFAULT_MAX_BYTES) ->
     if len(data) > max_bytes:
         text += f"\n# [truncated at {max_bytes} bytes]\n"
     return redact(text)
+
+
+def read_if_allowed(repo: Path, rel: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str | None:
+    """:func:`read_for_prompt`, or None (logged at debug level) when the file is refused or
+    unreadable: context gathering leaves such a file out, one odd file never stops a target."""
+    try:
+        return read_for_prompt(repo, rel, max_bytes)
+    except BadInputError as exc:
+        log.debug("context: %s left out: %s", rel, exc)
+        return None
 
 
 def redact_validation(result: ValidationResult) -> ValidationResult:

@@ -129,17 +129,6 @@ def _simplecov(data: dict[str, Any], path: Path, where: _Where) -> dict[str, Fil
     return _finish(merged, where, bases=[], report=path)
 
 
-def load_coverage_json(
-    path: Path, repo: Path, aliases: Sequence[Path] = ()
-) -> dict[str, FileCoverage]:
-    """Parse a coverage.py JSON report (``coverage json``).
-
-    Uses ``executed_lines`` and ``missing_lines`` (statements; excluded lines are not counted),
-    which is exactly what coverage.py's own ``summary`` counts.
-    """
-    return _coverage_json(_load_json(path), path, _Where(repo, tuple(aliases)))
-
-
 def _coverage_json(data: dict[str, Any], path: Path, where: _Where) -> dict[str, FileCoverage]:
     files = data.get("files")
     if not isinstance(files, dict):
@@ -155,18 +144,6 @@ def _coverage_json(data: dict[str, Any], path: Path, where: _Where) -> dict[str,
         hits.update({n: 1 for n in executed})
         _merge_into(merged, file, hits)
     return _finish(merged, where, bases=[], report=path)
-
-
-def load_cobertura(path: Path, repo: Path, aliases: Sequence[Path] = ()) -> dict[str, FileCoverage]:
-    """Parse a Cobertura XML report (coverage.py ``coverage xml``, JaCoCo converters, ...).
-
-    Class ``filename`` attributes are resolved against each ``<sources><source>`` in turn (the
-    first one under which the file exists wins), then against ``repo``. A source from another
-    machine is recognised by its trailing directories (``/ci/build/src`` -> ``src/``).
-    Several ``<class>`` elements for one file (inner classes) are merged. Parsed as a stream,
-    entities refused.
-    """
-    return _cobertura(path, _Where(repo, tuple(aliases)))
 
 
 def _cobertura(path: Path, where: _Where) -> dict[str, FileCoverage]:
@@ -209,14 +186,6 @@ def _cobertura(path: Path, where: _Where) -> dict[str, FileCoverage]:
     return _finish(
         merged, where, bases=[_source_in_repo(src, where) for src in sources], report=path
     )
-
-
-def load_lcov(path: Path, repo: Path, aliases: Sequence[Path] = ()) -> dict[str, FileCoverage]:
-    """Parse an lcov tracefile (``SF:``, ``DA:line,hits[,checksum]``, ``end_of_record``).
-
-    Records for the same file (one per test in merged tracefiles) are merged.
-    """
-    return _lcov(path, _Where(repo, tuple(aliases)))
 
 
 def _lcov(path: Path, where: _Where) -> dict[str, FileCoverage]:

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from tasks.core.errors import BadInputError
-from tasks.core.secrets import read_for_prompt
+from tasks.core.secrets import read_for_prompt, read_if_allowed
 from tasks.generate.targets import Target
 from tasks.toolchains.base import Toolchain
 
@@ -60,14 +59,6 @@ class PromptContext(BaseModel):
         }
 
 
-def _read(project: Path, rel: str, max_bytes: int = MAX_FILE_BYTES) -> str | None:
-    try:
-        return read_for_prompt(project, rel, max_bytes)
-    except BadInputError as exc:
-        log.debug("context: %s left out: %s", rel, exc)
-        return None
-
-
 def _docs(project: Path, source: str) -> str:
     """A doc file named after the source (``docs/<stem>.md``, ``doc/<stem>.md``), if any."""
     stem = Path(source).stem
@@ -75,7 +66,7 @@ def _docs(project: Path, source: str) -> str:
         for suffix in (".md", ".rst", ".txt"):
             rel = f"{folder}/{stem}{suffix}"
             if (project / rel).is_file():
-                text = _read(project, rel)
+                text = read_if_allowed(project, rel, MAX_FILE_BYTES)
                 if text:
                     return text
     return ""
@@ -96,7 +87,9 @@ def build_context(project: Path, target: Target, chain: Toolchain) -> PromptCont
     """
     source_text = read_for_prompt(project, target.source, MAX_FILE_BYTES * 2)
     specs = [
-        FileText(path=s, text=text) for s in target.specs if (text := _read(project, s)) is not None
+        FileText(path=s, text=text)
+        for s in target.specs
+        if (text := read_if_allowed(project, s, MAX_FILE_BYTES)) is not None
     ]
     paths = chain.context_paths(project, target.source, target.kind, source_text)
     files: list[FileText] = []
@@ -104,7 +97,7 @@ def build_context(project: Path, target: Target, chain: Toolchain) -> PromptCont
     for rel in dict.fromkeys(paths):
         if rel in target.specs or not (project / rel).is_file():
             continue
-        text = _read(project, rel)
+        text = read_if_allowed(project, rel, MAX_FILE_BYTES)
         if not text or not text.strip():  # unreadable, or empty (a bare __init__.py)
             continue
         if used + len(text) > MAX_CONTEXT_BYTES:

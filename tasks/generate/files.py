@@ -18,7 +18,7 @@ from tasks.core.errors import ReplyFormatError
 from tasks.generate.skills import Skill
 from tasks.generate.targets import Target
 from tasks.model.replies import parse_files_reply
-from tasks.toolchains.base import FileRules
+from tasks.toolchains.files import FileRules
 
 
 def reply_parser(

@@ -3,16 +3,21 @@ the archive of every prompt, reply, generated file, report and verdict."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tasks.core.errors import ArchiveError
-from tasks.generate.charts import chart_markdown
+from tasks.audit.report import AuditReport
+from tasks.core.errors import ArchiveError, AutopilotError
+from tasks.generate.charts import archive_quality_chart, chart_markdown
+from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome, FileSummary
-from tasks.keep.archive import RunArchive
+from tasks.keep.archive import RunArchive, open_archive
+from tasks.keep.git import commit_files_to_new_branch, push_branch, unique_branch_name
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +114,66 @@ def merge_accepted(outcomes: list[FileOutcome], prefix: str = "") -> dict[str, b
             merged[path] = data
             owner.setdefault(path, out.source)
     return merged
+
+
+def commit_accepted(
+    root: Path,
+    sub: str,
+    base_commit: str,
+    outcomes: list[FileOutcome],
+    today: dt.date,
+    *,
+    push: bool = False,
+) -> tuple[str | None, str | None, str | None]:
+    """Commit the accepted files on a new branch ``autopilot/nightly-<date>`` (never the base
+    branch, never the user's checkout), and push it when asked.
+
+    Returns:
+        (branch, its commit, why the push failed): all None when nothing was accepted.
+    """
+    files = merge_accepted(outcomes, prefix=sub)
+    if not files:
+        return None, None, None
+    branch = unique_branch_name(root, f"autopilot/nightly-{today.isoformat()}")
+    accepted = [o.source for o in outcomes if o.verdict == "accepted"]
+    message = f"Autopilot nightly: tests for {len(accepted)} file(s)\n\n" + "\n".join(
+        f"- {s}" for s in accepted
+    )
+    sha = commit_files_to_new_branch(root, base_commit, branch, files, message)
+    push_error = None
+    if push:
+        try:
+            push_branch(root, branch)
+        except AutopilotError as exc:
+            push_error = str(exc)
+    return branch, sha, push_error
+
+
+def archive_run(
+    report: NightlyReport,
+    baseline: AuditReport | None,
+    targets: list[Target],
+    uri: str,
+    today: dt.date,
+) -> None:
+    """Everything the run produced, under ``<uri>/nightly/<date>/<run-id>/``; an archive that
+    fails is logged and leaves ``archive_uri`` empty, it never loses the run's result."""
+    try:
+        run = open_archive(uri).run("nightly", report.run_id, today)
+        run.put_json("baseline/audit.json", baseline.model_dump(mode="json") if baseline else {})
+        run.put_json("targets.json", [t.model_dump(mode="json") for t in targets])
+        for outcome in report.files:
+            archive_outcome(run, outcome)
+        if report.files:
+            rows = [o.public().model_dump(mode="json") for o in report.files]
+            report.chart_uri = archive_quality_chart(run, rows)
+        report.archive_uri = run.uri
+        run.put_json("summary.json", report.public().model_dump(mode="json"))
+        run.put_text("summary.md", markdown_summary(report))
+        run.finalize()
+    except ArchiveError as exc:
+        log.error("archive %s failed: %s", uri, exc)
+        report.archive_uri = None
 
 
 def _fmt(value: float | None, pct: bool = False) -> str:

@@ -19,7 +19,7 @@ from tasks.generate.targets import Target
 from tasks.model.client import CallRecord, ModelClient
 from tasks.model.messages import prepare_messages
 from tasks.model.prompts import render
-from tasks.toolchains.base import FileRules
+from tasks.toolchains.files import FileRules
 
 
 class BudgetExhaustedError(AutopilotError):

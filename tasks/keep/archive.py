@@ -31,66 +31,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from tasks.core.errors import ArchiveError, ConfigError
+from tasks.keep.manifest import (
+    MANIFEST,
+    SECRET_NAME,
+    Manifest,
+    ManifestEntry,
+    segment,
+    validate_relpath,
+)
 from tasks.keep.stores import LocalStore, RetryPolicy, S3Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "manifest.json"
 SPOOL_MARKER = "spool.json"
-SECRET_NAME = re.compile(r"^(\.env.*|.*\.pem|.*\.key|id_rsa.*|credentials.*)$", re.IGNORECASE)
-_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_MAX_RELPATH = 1024
 T = TypeVar("T")
-
-
-class ManifestEntry(BaseModel):
-    """One archived object, relative to the run folder."""
-
-    model_config = ConfigDict(frozen=True)
-
-    key: str
-    size: int = Field(ge=0)
-    sha256: str
-    content_type: str = "application/octet-stream"
-
-
-class Manifest(BaseModel):
-    """`manifest.json`: every object of one run, sorted by key."""
-
-    version: int = 1
-    flow: str
-    date: str
-    run_id: str
-    objects: list[ManifestEntry] = Field(default_factory=list)
-
-
-def validate_relpath(relpath: str) -> str:
-    """Return `relpath` if it is a safe relative object path, else raise ArchiveError."""
-    reason = None
-    if not relpath or len(relpath) > _MAX_RELPATH:
-        reason = "empty or too long"
-    elif "\\" in relpath or "\x00" in relpath:
-        reason = "backslash or NUL byte"
-    elif relpath.startswith("/"):
-        reason = "absolute path"
-    elif any(seg in ("", ".", "..") for seg in relpath.split("/")):
-        reason = "empty, '.' or '..' segment"
-    elif relpath == MANIFEST:
-        reason = "reserved name"
-    elif SECRET_NAME.match(relpath.rsplit("/", 1)[-1]):
-        reason = "looks like a secret file; refusing to archive it"
-    if reason:
-        raise ArchiveError(f"{relpath!r}: {reason}")
-    return relpath
-
-
-def _segment(value: str, what: str) -> str:
-    if not _SEGMENT.match(value) or value in (".", ".."):
-        raise ArchiveError(f"{what} {value!r}: use letters, digits, '.', '_' and '-' only")
-    return value
 
 
 class SpoolSync(BaseModel):
@@ -105,7 +62,7 @@ class RunArchive:
 
     def __init__(self, archive: Archive, flow: str, date: dt.date, run_id: str) -> None:
         self._archive = archive
-        self.flow, self.run_id = _segment(flow, "flow"), _segment(run_id, "run id")
+        self.flow, self.run_id = segment(flow, "flow"), segment(run_id, "run id")
         self.date = date.isoformat()
         self._prefix = f"{self.flow}/{self.date}/{self.run_id}"
         self._entries: dict[str, ManifestEntry] = {}
@@ -330,7 +287,7 @@ class Archive:
         Raises:
             ArchiveError: no such run in this archive, or the store cannot be read.
         """
-        flow, run_id = _segment(flow, "flow"), _segment(run_id, "run id")
+        flow, run_id = segment(flow, "flow"), segment(run_id, "run id")
         try:
             keys = self.store.list(flow)
         except (StoreUnavailable, OSError) as exc:

@@ -33,7 +33,8 @@ from tasks.repair.state import FailureGroup, PatchReview
 from tasks.sandbox.cache import cache_key
 from tasks.sandbox.make import make_runner
 from tasks.toolchains import registry
-from tasks.toolchains.base import CommandRunner, FileRules, Toolchain
+from tasks.toolchains.base import CommandRunner, Toolchain
+from tasks.toolchains.files import FileRules
 from tasks.toolchains.mapping import map_repo
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,8 @@ from tasks.core.config import RepairSettings
 from tasks.model.replies import Diagnosis
 from tasks.repair.state import FailureGroup
 from tasks.toolchains import registry
-from tasks.toolchains.base import FileRules, Toolchain
+from tasks.toolchains.base import Toolchain
+from tasks.toolchains.files import FileRules
 
 #: Dependency manifests and lock files of ecosystems no registered toolchain covers (a Rails
 #: app may hold a package.json); each toolchain adds its own (``Toolchain.manifests``).

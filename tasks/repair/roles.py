@@ -26,7 +26,8 @@ from tasks.model.replies import Diagnosis, schema_text
 from tasks.repair.cache import ReplyCache, reply_key
 from tasks.repair.scout import error_type_of
 from tasks.repair.state import CodeSnippet, FailureGroup, GroupContext, GroupState
-from tasks.toolchains.base import FileRules, Toolchain
+from tasks.toolchains.base import Toolchain
+from tasks.toolchains.files import FileRules
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,8 @@ from tasks.model.client import ModelClient
 from tasks.model.prompts import render
 from tasks.model.replies import ScoutReport, schema_text
 from tasks.repair.state import FailureGroup, GroupState
-from tasks.toolchains.base import CommandRunner, FileRules, SuiteResult, Toolchain
+from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
+from tasks.toolchains.files import FileRules
 from tasks.toolchains.mapping import list_specs
 
 log = logging.getLogger(__name__)

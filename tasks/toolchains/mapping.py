@@ -24,7 +24,7 @@ from tasks.core.errors import BadInputError
 from tasks.core.types import MappedFile, Mapping, SourceFile
 from tasks.keep.git_safe import GitError, TamperedWorktreeError, run_git
 from tasks.toolchains import registry
-from tasks.toolchains.base import Score, SpecPlan
+from tasks.toolchains.files import Score, SpecPlan
 from tasks.toolchains.registry import detect_toolchain, get_toolchain
 
 log = logging.getLogger(__name__)

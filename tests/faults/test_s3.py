@@ -24,7 +24,9 @@ from typing import Any
 
 import pytest
 
-from tasks.keep.archive import Manifest, RetryPolicy, open_archive, sync_spool
+from tasks.keep.archive import open_archive, sync_spool
+from tasks.keep.manifest import Manifest
+from tasks.keep.stores import RetryPolicy
 from tests.s3server import (
     S3Server,
     _wait_until_up,

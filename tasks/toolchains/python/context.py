@@ -10,8 +10,7 @@ import re
 import sys
 from pathlib import Path, PurePosixPath
 
-from tasks.core.errors import BadInputError
-from tasks.core.secrets import read_for_prompt
+from tasks.core.secrets import read_if_allowed
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +33,7 @@ def context_paths(project: Path, source: str, source_text: str) -> list[str]:
 def python_versions(project: Path) -> dict[str, str]:
     """The interpreter the tests run with (this one) and the project's declared requirement."""
     versions = {"python": ".".join(str(v) for v in sys.version_info[:3])}
-    pyproject = _read(project, "pyproject.toml")
+    pyproject = read_if_allowed(project, "pyproject.toml", 40_000)
     if pyproject:
         match = re.search(r'^requires-python\s*=\s*"([^"]+)"', pyproject, re.MULTILINE)
         if match:
@@ -108,12 +107,3 @@ def imported_files(project: Path, source: str, source_text: str) -> list[str]:
                 if alias.name != "*":
                     add([*module, alias.name])
     return found[:MAX_REFERENCED]
-
-
-def _read(project: Path, rel: str, max_bytes: int = 40_000) -> str | None:
-    """A project file as a prompt may show it (secrets refused and redacted), or None."""
-    try:
-        return read_for_prompt(project, rel, max_bytes)
-    except BadInputError as exc:
-        log.debug("context: %s left out: %s", rel, exc)
-        return None

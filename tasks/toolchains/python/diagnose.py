@@ -24,22 +24,9 @@ _MISSING_MODULE = re.compile(r"No module named '(?P<name>[\w.]+)'")
 _CANNOT_IMPORT = re.compile(r"cannot import name '(?P<what>[\w.]+)' from '(?P<mod>[\w.]+)'")
 
 
-def diagnose_pytest(
-    output: str, exit_code: int, repo: Path, packages: Iterable[str] = (), python: str = "python"
-) -> SuiteProblem:
-    """The problem behind a pytest run that did not get to its tests.
-
-    Args:
-        output: the run's stdout and stderr.
-        exit_code: pytest's exit status (2 interrupted, 3 internal error, 4 usage error...).
-        repo: the project directory (frames inside it are the project's).
-        packages: the project's top-level packages (a missing one is the project's problem).
-        python: the interpreter that ran the tests, for hints.
-    """
-    lines = output_lines(output)
-    detail = detail_of(output, repo)
-    file, line = innermost_repo_frame(output, repo)
-    text = redact(output)
+def _tooling_problem(text: str, exit_code: int, python: str, detail: str) -> SuiteProblem | None:
+    """A usage error (a plugin the configuration needs is missing) or pytest or coverage missing
+    from the interpreter: the environment's problem, before any test file is read."""
     usage = re.search(r"error: (unrecognized arguments: .*|argument .*|.*option.*)", text)
     if exit_code == 4 and usage and "conftest" not in text.split(usage.group(0))[0][-300:]:
         return SuiteProblem(
@@ -60,6 +47,45 @@ def diagnose_pytest(
             hint=f"install {missing_tool.group(1)} in that environment",
             detail=detail,
         )
+    return None
+
+
+def _import_cause(message: str, packages: Iterable[str], python: str) -> tuple[Cause, str | None]:
+    """Whose problem an import error is: the project's when the module is one of its packages,
+    else the environment's (with a hint on where it is missing)."""
+    missing = _MISSING_MODULE.search(message)
+    cannot = _CANNOT_IMPORT.search(message)
+    named = missing.group("name") if missing else cannot.group("mod") if cannot else ""
+    top = named.split(".", 1)[0]
+    if top and top in set(packages):
+        return "project", None
+    hint = (
+        f"{top} is not importable by {python}: set `python` in autopilot.toml to the project's "
+        "interpreter, or install it there"
+        if top
+        else None
+    )
+    return "environment", hint
+
+
+def diagnose_pytest(
+    output: str, exit_code: int, repo: Path, packages: Iterable[str] = (), python: str = "python"
+) -> SuiteProblem:
+    """The problem behind a pytest run that did not get to its tests.
+
+    Args:
+        output: the run's stdout and stderr.
+        exit_code: pytest's exit status (2 interrupted, 3 internal error, 4 usage error...).
+        repo: the project directory (frames inside it are the project's).
+        packages: the project's top-level packages (a missing one is the project's problem).
+        python: the interpreter that ran the tests, for hints.
+    """
+    lines = output_lines(output)
+    detail = detail_of(output, repo)
+    file, line = innermost_repo_frame(output, repo)
+    early = _tooling_problem(redact(output), exit_code, python, detail)
+    if early is not None:
+        return early
     header = next(
         (
             ln.strip()
@@ -83,16 +109,7 @@ def diagnose_pytest(
     cause: Cause = "project" if error_type and file is not None else "environment"
     hint: str | None = None
     if error_type in ("ModuleNotFoundError", "ImportError") and message:
-        missing = _MISSING_MODULE.search(message)
-        cannot = _CANNOT_IMPORT.search(message)
-        named = missing.group("name") if missing else cannot.group("mod") if cannot else ""
-        top = named.split(".", 1)[0]
-        cause = "project" if top and top in set(packages) else "environment"
-        if cause == "environment" and top:
-            hint = (
-                f"{top} is not importable by {python}: set `python` in autopilot.toml to the "
-                "project's interpreter, or install it there"
-            )
+        cause, hint = _import_cause(message, packages, python)
     if message is None:
         errors = [ln.removeprefix("ERROR: ").strip() for ln in lines if ln.startswith("ERROR: ")]
         message = header or (errors[0] if errors else None)

@@ -34,7 +34,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from tasks.toolchains.base import FileRules, SpecPlan
+from tasks.toolchains.files import FileRules, SpecPlan
 from tasks.toolchains.python.pytest_config import (
     DEFAULT_PYTHON_FILES,
     is_py_test,

@@ -107,17 +107,7 @@ def run_tests(
     try:
         copy_resource(chain.resource(PLUGIN), run_dir)
         status_file = run_dir / "status.json"
-        env = {
-            **ENV,
-            "PYTHONPATH": os.pathsep.join([str(run_dir), *map(str, roots)]),
-            "AUTOPILOT_STATUS": str(status_file),
-            "AUTOPILOT_ROOTS": json.dumps([str(r) for r in [*roots, repo]]),
-            "AUTOPILOT_PACKAGES": json.dumps(packages),
-        }
-        if own:
-            # The isolated interpreter has no plugins to load, and the project's own (which
-            # its configuration may name) are not there: a usage error says so.
-            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        env = _environment(repo, run_dir, roots, packages, status_file, own=own)
         if contexts and coverage:
             env["AUTOPILOT_CONTEXTS"] = "1"
         try:
@@ -126,33 +116,8 @@ def run_tests(
             done = not_run(chain.name, specs, target, "prepare", str(exc))
             done.prepared = prepared
             return done
-        data_file = run_dir / ".coverage"
         xml_out = run_dir / "junit.xml"
-        measure = [
-            py,
-            "-m",
-            "coverage",
-            "run",
-            f"--data-file={data_file}",
-            f"--source={source_root(repo)}",
-            f"--omit={OMIT}",
-        ]
-        argv = [
-            *(measure if coverage else [py]),
-            "-m",
-            "pytest",
-            "-p",
-            PLUGIN.removesuffix(".py"),
-            f"--junitxml={xml_out}",
-            # xunit1 keeps the file and line attributes on each testcase.
-            "-o",
-            "junit_family=xunit1",
-            "-o",
-            f"cache_dir={run_dir / '.pytest_cache'}",
-            "-q",
-            *[f"--ignore={path}" for path in exclude or []],
-            *specs,
-        ]
+        argv = _pytest_argv(repo, py, run_dir, xml_out, specs, exclude, coverage=coverage)
         cmd = runner.run(argv, cwd=repo, env=env, timeout_s=timeout_s)
         status = _read_status(status_file)
         label = py if not own else "Autopilot's isolated interpreter (no project dependencies)"
@@ -171,6 +136,69 @@ def run_tests(
         return suite
     finally:
         remove_scratch(run_dir)
+
+
+def _environment(
+    repo: Path,
+    run_dir: Path,
+    roots: list[Path],
+    packages: list[str],
+    status_file: Path,
+    *,
+    own: bool,
+) -> dict[str, str]:
+    """The run's environment: the worktree's package roots first on the import path, and what
+    Autopilot's plugin needs to check where the project's packages come from."""
+    env = {
+        **ENV,
+        "PYTHONPATH": os.pathsep.join([str(run_dir), *map(str, roots)]),
+        "AUTOPILOT_STATUS": str(status_file),
+        "AUTOPILOT_ROOTS": json.dumps([str(r) for r in [*roots, repo]]),
+        "AUTOPILOT_PACKAGES": json.dumps(packages),
+    }
+    if own:
+        # The isolated interpreter has no plugins to load, and the project's own (which its
+        # configuration may name) are not there: a usage error says so.
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return env
+
+
+def _pytest_argv(
+    repo: Path,
+    py: str,
+    run_dir: Path,
+    xml_out: Path,
+    specs: list[str],
+    exclude: list[str] | None,
+    *,
+    coverage: bool,
+) -> list[str]:
+    """pytest (under ``coverage run`` when measuring) with our plugin and a JUnit XML report."""
+    measure = [
+        py,
+        "-m",
+        "coverage",
+        "run",
+        f"--data-file={run_dir / '.coverage'}",
+        f"--source={source_root(repo)}",
+        f"--omit={OMIT}",
+    ]
+    return [
+        *(measure if coverage else [py]),
+        "-m",
+        "pytest",
+        "-p",
+        PLUGIN.removesuffix(".py"),
+        f"--junitxml={xml_out}",
+        # xunit1 keeps the file and line attributes on each testcase.
+        "-o",
+        "junit_family=xunit1",
+        "-o",
+        f"cache_dir={run_dir / '.pytest_cache'}",
+        "-q",
+        *[f"--ignore={path}" for path in exclude or []],
+        *specs,
+    ]
 
 
 def _read_status(path: Path) -> dict[str, Any] | None:

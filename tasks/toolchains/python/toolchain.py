@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tasks.core.types import Finding, LintOffense, SuiteProblem
-from tasks.toolchains.base import CommandRunner, FileRules, SuiteResult, Toolchain
+from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
+from tasks.toolchains.files import FileRules
 from tasks.toolchains.mutants import Mutation
 from tasks.toolchains.python import context, files, lint, rubric, run, syntax
 from tasks.toolchains.python.diagnose import diagnose_pytest

@@ -14,8 +14,7 @@ import logging
 import re
 from pathlib import Path, PurePosixPath
 
-from tasks.core.errors import BadInputError
-from tasks.core.secrets import read_for_prompt
+from tasks.core.secrets import read_if_allowed
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +65,7 @@ def gem_versions(project: Path) -> dict[str, str]:
     ruby_version = project / ".ruby-version"
     if ruby_version.is_file():
         versions["ruby"] = ruby_version.read_text(encoding="utf-8", errors="replace").strip()
-    lock = _read(project, "Gemfile.lock", 400_000)
+    lock = read_if_allowed(project, "Gemfile.lock", 400_000)
     if lock is None:
         return versions
     section = ""
@@ -138,12 +137,3 @@ def referenced_files(project: Path, source: str, source_text: str, kind: str) ->
             if rel != source and rel not in found:
                 found.append(rel)
     return found[:MAX_REFERENCED]
-
-
-def _read(project: Path, rel: str, max_bytes: int = 40_000) -> str | None:
-    """A project file as a prompt may show it (secrets refused and redacted), or None."""
-    try:
-        return read_for_prompt(project, rel, max_bytes)
-    except BadInputError as exc:
-        log.debug("context: %s left out: %s", rel, exc)
-        return None

@@ -35,6 +35,28 @@ _RUBY_LOAD = re.compile(r"cannot load such file -- (?P<name>\S+)")
 _RUBY_ERROR = re.compile(r"^\s*(?P<type>[A-Z][\w:]*(?:Error|Exception)):?\s*(?P<msg>.*)$")
 
 
+def _bundler_problem(bundler: re.Match[str], text: str, repo: Path, detail: str) -> SuiteProblem:
+    """Bundler refused to set up the gems: the environment's problem, with the fix."""
+    message = bundler.group("msg").strip() or bundler.group(0)
+    versions = re.search(r"Your Ruby version is (\S+), but your Gemfile specified (\S+)", text)
+    where = re.search(r"#\s+from (?P<file>\S+?):(?P<line>\d+)", text)
+    if where:
+        message += f" ({relative_to_repo(where.group('file'), repo)}:{where.group('line')})"
+    return SuiteProblem(
+        tool="bundler",
+        cause="environment",
+        message=squash(relative_to_repo(message, repo)),
+        hint=(
+            f"the tests run with Ruby {versions.group(1)}: run them with Ruby "
+            f"{versions.group(2)}, or relax the Gemfile's `ruby` line"
+        )
+        if versions
+        else "Bundler cannot set up the project's gems: fix the Gemfile or install the bundle "
+        "(`bundle install`) for the Ruby that runs the tests",
+        detail=detail,
+    )
+
+
 def diagnose_rspec(
     output: str, exit_code: int, repo: Path, messages: Iterable[str] = ()
 ) -> SuiteProblem:
@@ -51,24 +73,7 @@ def diagnose_rspec(
     detail = detail_of(text, repo)
     bundler = first_match(_BUNDLER, lines)
     if bundler is not None:
-        message = bundler.group("msg").strip() or bundler.group(0)
-        versions = re.search(r"Your Ruby version is (\S+), but your Gemfile specified (\S+)", text)
-        where = re.search(r"#\s+from (?P<file>\S+?):(?P<line>\d+)", text)
-        if where:
-            message += f" ({relative_to_repo(where.group('file'), repo)}:{where.group('line')})"
-        return SuiteProblem(
-            tool="bundler",
-            cause="environment",
-            message=squash(relative_to_repo(message, repo)),
-            hint=(
-                f"the tests run with Ruby {versions.group(1)}: run them with Ruby "
-                f"{versions.group(2)}, or relax the Gemfile's `ruby` line"
-            )
-            if versions
-            else "Bundler cannot set up the project's gems: fix the Gemfile or install the "
-            "bundle (`bundle install`) for the Ruby that runs the tests",
-            detail=detail,
-        )
+        return _bundler_problem(bundler, text, repo, detail)
     file, line = innermost_repo_frame(text, repo)
     headers = (_LOADING_HEADER.match(ln.strip()) for ln in lines)
     loading = next((m.group(0) for m in headers if m is not None), None)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from pathlib import Path, PurePosixPath
 
-from tasks.toolchains.base import FileRules, SpecPlan
+from tasks.toolchains.files import FileRules, SpecPlan
 
 #: The kinds of Ruby sources, each with one skill: Rails' five and plain Ruby.
 KINDS = ("model", "serializer", "controller", "mailer", "helper", "ruby")

@@ -211,12 +211,12 @@ def test_archive_of_one_file_keeps_every_prompt_reply_and_generated_file(tmp_pat
 def test_archive_holds_the_quality_chart_and_the_summary_links_it(tmp_path: Path) -> None:
     import datetime as dt
 
-    from flows.nightly import _archive
+    from tasks.generate.report import archive_run
 
     out = _outcome("app/models/a.rb", "accepted")
     out.coverage_before, out.coverage_after, out.judge_score = 0.2, 0.95, 0.8
     report = NightlyReport(run_id="run-1", repo="/x", base_commit="c" * 40, files=[out])
-    _archive(report, {}, [], str(tmp_path / "archive"), dt.date(2026, 12, 1))
+    archive_run(report, None, [], str(tmp_path / "archive"), dt.date(2026, 12, 1))
     assert report.chart_uri is not None and report.chart_uri.endswith("quality-by-kind.png")
     run_dir = tmp_path / "archive/nightly/2026-12-01/run-1"
     png = (run_dir / "quality-by-kind.png").read_bytes()

@@ -15,7 +15,9 @@ import pytest
 from pydantic import BaseModel
 
 from tasks.core.errors import ArchiveError, ConfigError
-from tasks.keep.archive import Manifest, RetryPolicy, open_archive, sync_spool
+from tasks.keep.archive import open_archive, sync_spool
+from tasks.keep.manifest import Manifest
+from tasks.keep.stores import RetryPolicy
 from tests.s3server import S3Server, free_port, s3_bucket_fixture, s3_server_fixture  # noqa: F401
 
 DAY = dt.date(2024, 5, 17)

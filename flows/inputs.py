@@ -1,0 +1,105 @@
+"""What the flows accept: their settings from the options, and the checks that turn bad input
+into one clear line (exit 2) before a flow starts. No Prefect here: a command with a bad option
+fails at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tasks.core.config import Settings, load_settings
+from tasks.core.errors import BadInputError, ConfigError
+from tasks.generate.targets import check_globs
+from tasks.keep.archive import open_archive
+from tasks.keep.git import resolve_commit, subdir_in_repo
+from tasks.repair.scout import check_reports
+from tasks.toolchains.registry import detect_toolchain
+
+#: Why a repair (or an evaluation) cannot ask a model.
+NO_MODEL = "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
+
+
+def nightly_settings(repo: Path, min_coverage: float | None, min_judge: float | None) -> Settings:
+    """The run's settings: environment over autopilot.toml, the CLI thresholds over both."""
+    return load_settings(repo, {"gates.min_coverage": min_coverage, "gates.min_judge": min_judge})
+
+
+def check_nightly(
+    repo: Path,
+    ref: str,
+    only: list[str] | None,
+    max_files: int | None,
+    max_iterations: int,
+    min_coverage: float | None,
+    min_judge: float | None,
+    archive: str | None,
+    max_model_calls: int | None = None,
+    file_time_limit_s: float | None = None,
+) -> None:
+    """Raise BadInputError/ConfigError for what would make the flow fail at once."""
+    from tasks.keep.git import resolve_commit, subdir_in_repo
+
+    if not repo.is_dir():
+        raise BadInputError(f"{repo}: not a directory")
+    if max_files is not None and max_files < 0:
+        raise BadInputError(f"--max-files: {max_files} is negative")
+    if file_time_limit_s is not None and file_time_limit_s <= 0:
+        raise BadInputError(f"file time limit: {file_time_limit_s} s is not positive")
+    if max_model_calls is not None and max_model_calls < 0:
+        raise BadInputError(f"--max-model-calls: {max_model_calls} is negative")
+    if max_iterations < 1:
+        raise BadInputError(f"--max-iterations: {max_iterations} is less than 1")
+    check_globs(only)
+    settings = nightly_settings(repo, min_coverage, min_judge)
+    root, _ = subdir_in_repo(repo)
+    resolve_commit(root, ref)
+    detect_toolchain(repo, settings.toolchain)
+    open_archive(archive or settings.archive_uri)
+
+
+def repair_settings(
+    repo: Path, max_retries: int | None, human_timeout: float | None, archive: str | None = None
+) -> Settings:
+    """The run's settings: environment over autopilot.toml, the CLI options over both."""
+    overrides = {
+        "repair.max_retries": max_retries,
+        "repair.human_timeout_s": human_timeout,
+        "archive": archive,
+    }
+    return load_settings(repo, overrides)
+
+
+def check_repair(
+    repo: Path,
+    reports: list[Path],
+    ref: str,
+    max_retries: int | None,
+    human_timeout: float | None,
+) -> None:
+    """Raise BadInputError/ConfigError for what would make the flow fail at once: the
+    repository, the ref, the options, a model to repair with, and reports none of which can be
+    used (a raw log counts when a model reads it)."""
+    if not repo.is_dir():
+        raise BadInputError(f"{repo}: not a directory")
+    settings = repair_settings(repo, max_retries, human_timeout)
+    root, _ = subdir_in_repo(repo)
+    resolve_commit(root, ref)
+    detect_toolchain(repo, settings.toolchain)
+    if not settings.model_configured:
+        raise ConfigError(NO_MODEL)
+    check_reports(reports, repo, settings.model_configured)
+
+
+def check_eval(repo: Path, regressions: int, only: list[str] | None) -> None:
+    """Raise BadInputError/ConfigError for what would make the evaluation fail at once."""
+    if not repo.is_dir():
+        raise BadInputError(f"{repo}: not a directory")
+    if regressions < 0:
+        raise BadInputError(f"--regressions: {regressions} is negative")
+    check_globs(only)
+    settings = load_settings(repo)
+    if not settings.model_configured:
+        raise ConfigError("eval needs a model: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL")
+    root, _ = subdir_in_repo(repo)
+    resolve_commit(root, "HEAD")
+    detect_toolchain(repo, settings.toolchain)
