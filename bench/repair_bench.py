@@ -27,8 +27,9 @@ sys.path.insert(0, str(ROOT))
 
 from tasks.core.config import load_settings  # noqa: E402
 from tasks.facts.reports.read import parse_reports  # noqa: E402
-from tasks.repair.review import audit_patch  # noqa: E402
+from tasks.repair.review import review_patch  # noqa: E402
 from tasks.repair.scout import group_failures  # noqa: E402
+from tasks.toolchains.registry import toolchain_for  # noqa: E402
 from tests.flows.test_post_merge import patch_to, regressed_repo  # noqa: E402
 
 TARGET_RATIO = 0.5
@@ -45,14 +46,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         repo, report, head = regressed_repo(Path(tmp))
         cases = parse_reports([report], repo=repo).cases
-        [group] = group_failures([c for c in cases if c.status in ("failed", "error")])
+        failing = [c for c in cases if c.status in ("failed", "error")]
+        [group] = group_failures(
+            failing, toolchain_for(load_settings(repo), "python-pytest").file_rules(repo)
+        )
         for i in range(args.runs + 1):  # the first repetition is a warm-up, not counted
             settings = load_settings(repo, {"home": Path(tmp) / f"home-{i}"})
             kwargs = {
                 "repo_root": repo,
                 "sub": "",
                 "base_commit": head,
-                "toolchain": "python-pytest",
+                "chain": toolchain_for(settings, "python-pytest"),
                 "patch": patch,
                 "group": group,
                 "diagnosis": None,
@@ -60,10 +64,10 @@ def main() -> None:
                 "settings": settings,
             }
             start = time.perf_counter()
-            first = audit_patch(**kwargs)  # type: ignore[arg-type]
+            first = review_patch(**kwargs)  # type: ignore[arg-type]
             first_s = time.perf_counter() - start
             start = time.perf_counter()
-            second = audit_patch(**kwargs)  # type: ignore[arg-type]
+            second = review_patch(**kwargs)  # type: ignore[arg-type]
             hit_s = time.perf_counter() - start
             if (first.verdict, first.cached, second.verdict, second.cached) != (
                 "PASSED",

@@ -9,5 +9,5 @@ arrows); nothing here imports flows/. ``deploy_steps`` holds infra/prefect.yaml'
 
 Nothing here reads settings or opens files at import time.
 
-May import: nothing outside tasks/ but judge (the static rubric and the LLM judge).
+May import: tasks.core (the modules directly here: deploy_steps).
 """

@@ -6,7 +6,7 @@ here. Every figure follows from the runs' own records:
 - first-draft load / pass rate: of the files the model worked on, how many first drafts loaded
   and how many passed every example. A file done in one round was judged on its final run; for
   the others the fix prompt of round 2 carries round 1's exact failure output, whose sections
-  (:func:`tasks.model.prompts.format_failure_output`) say whether it loaded and what failed;
+  (:func:`tasks.model.feedback.format_failure_output`) say whether it loaded and what failed;
 - iterations to pass: mean rounds of the accepted files;
 - coverage before / after: mean line coverage of the target files (after = the accepted test's
   coverage, else the unchanged before);
@@ -44,7 +44,7 @@ PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
     "devstral-small-latest": (0.1, 0.3),
     "devstral-medium-latest": (0.4, 2.0),
 }
-# Markers of format_failure_output's sections (tasks/model/prompts.py).
+# Markers of format_failure_output's sections (tasks/model/feedback.py).
 LOAD_ERROR_MARK = "Load error (the test file could not be loaded):"
 FAILED_MARKS = ("Failing examples (", "No example ran:", "Run stopped:", LOAD_ERROR_MARK)
 

@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
 
@@ -36,8 +37,10 @@ __all__ = [
     "DEFAULT_AUTHOR",
     "BranchExistsError",
     "GitError",
+    "NewCommit",
     "TamperedWorktreeError",
     "check_branch_name",
+    "commit_chain",
     "commit_files_to_new_branch",
     "open_repo",
     "push_branch",
@@ -173,6 +176,16 @@ def _check_path(path: str) -> str:
     return path
 
 
+def _identity(author: tuple[str, str]) -> dict[str, str]:
+    name, email = author
+    return {
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email,
+    }
+
+
 @contextlib.contextmanager
 def scratch_index(
     repo: Path, tree_ish: str, author: tuple[str, str] = DEFAULT_AUTHOR
@@ -183,17 +196,10 @@ def scratch_index(
     commands like ``apply --cached``, ``update-index`` and ``write-tree`` work on it and never
     on the user's index.
     """
-    name, email = author
     fd, index_file = tempfile.mkstemp(prefix="autopilot-index-")
     os.close(fd)
     os.unlink(index_file)  # git wants to create it itself
-    env = {
-        "GIT_INDEX_FILE": index_file,
-        "GIT_AUTHOR_NAME": name,
-        "GIT_AUTHOR_EMAIL": email,
-        "GIT_COMMITTER_NAME": name,
-        "GIT_COMMITTER_EMAIL": email,
-    }
+    env = {"GIT_INDEX_FILE": index_file, **_identity(author)}
     try:
         run_git(["read-tree", tree_ish], cwd=_top(repo), env=env)
         yield env
@@ -210,6 +216,72 @@ def create_branch(repo: Path, branch: str, sha: str, reason: str) -> None:
     )
     if done.returncode != 0:
         raise BranchExistsError(f"{repo}: branch {branch!r}: {one_line(done.stderr)}")
+
+
+@dataclass(frozen=True)
+class NewCommit:
+    """One commit to make: its message and the tree it records."""
+
+    message: str
+    tree: str
+
+
+def commit_chain(
+    repo: Path,
+    base_commit: str,
+    branch: str,
+    commits: list[NewCommit],
+    author: tuple[str, str] = DEFAULT_AUTHOR,
+) -> list[str]:
+    """Create the NEW branch `branch` at `base_commit` + one commit per entry; return the shas.
+
+    The one way Autopilot commits: trees chained with ``commit-tree`` and the branch ref made
+    last, with ``update-ref`` refusing a branch that appeared meanwhile. Nothing is checked out:
+    HEAD, the index and the working tree of `repo` stay as they are.
+
+    Raises:
+        BadInputError: bad repository, commit or branch name.
+        BranchExistsError: `branch` exists already (it is never overwritten).
+        GitError: git failed.
+    """
+    top = _top(repo)
+    parent = resolve_commit(repo, base_commit)
+    check_branch_name(repo, branch)
+    if local_branch_exists(repo, branch):
+        raise BranchExistsError(f"{repo}: branch {branch!r} already exists")
+    env = _identity(author)
+    shas: list[str] = []
+    for commit in commits:
+        argv = ["commit-tree", commit.tree, "-p", parent, "-m", commit.message]
+        parent = git_text(argv, cwd=top, env=env)
+        shas.append(parent)
+    if shas:
+        create_branch(repo, branch, parent, "autopilot: create branch")
+    log.info("branch %s: %d commit(s)", branch, len(shas))
+    return shas
+
+
+def tree_with_files(
+    repo: Path, base_commit: str, files: Mapping[str, bytes], author: tuple[str, str]
+) -> str:
+    """The tree of `base_commit` with `files` written as regular (100644) blobs, built in a
+    temporary index (the user's index is untouched).
+
+    Raises:
+        BadInputError: a file path that is not a safe repository-relative path.
+    """
+    r = open_repo(repo)
+    top = _top(repo)
+    paths = {_check_path(p): data for p, data in files.items()}
+    with scratch_index(repo, base_commit, author) as env:
+        for path, data in sorted(paths.items()):
+            blob = r.odb.store(IStream("blob", len(data), BytesIO(data))).hexsha.decode()
+            run_git(
+                ["update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"],
+                cwd=top,
+                env=env,
+            )
+        return git_text(["write-tree"], cwd=top, env=env)
 
 
 def commit_files_to_new_branch(
@@ -230,28 +302,18 @@ def commit_files_to_new_branch(
         BranchExistsError: `branch` exists already (it is never overwritten).
         GitError: git failed.
     """
-    r = open_repo(repo)
-    top = _top(repo)
     base = resolve_commit(repo, base_commit)
     check_branch_name(repo, branch)
-    paths = {_check_path(p): data for p, data in files.items()}
     if local_branch_exists(repo, branch):
         raise BranchExistsError(f"{repo}: branch {branch!r} already exists")
     try:
-        with scratch_index(repo, base, author) as env:
-            for path, data in sorted(paths.items()):
-                blob = r.odb.store(IStream("blob", len(data), BytesIO(data))).hexsha.decode()
-                run_git(
-                    ["update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"],
-                    cwd=top,
-                    env=env,
-                )
-            tree = git_text(["write-tree"], cwd=top, env=env)
-            sha = git_text(["commit-tree", tree, "-p", base, "-m", message], cwd=top, env=env)
+        tree = tree_with_files(repo, base, files, author)
+        [sha] = commit_chain(repo, base, branch, [NewCommit(message, tree)], author)
+    except BranchExistsError:
+        raise
     except GitError as exc:
         raise GitError(f"{repo}: cannot commit to {branch!r}: {exc}") from None
-    create_branch(repo, branch, sha, "autopilot: create branch")
-    log.info("created branch %s at %s with %d file(s)", branch, sha[:12], len(paths))
+    log.info("created branch %s at %s with %d file(s)", branch, sha[:12], len(files))
     return sha
 
 

@@ -16,13 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.keep.git import (
-    DEFAULT_AUTHOR,
-    BranchExistsError,
-    check_branch_name,
-    create_branch,
-    local_branch_exists,
+    NewCommit,
+    commit_chain,
     open_repo,
-    resolve_commit,
     scratch_index,
     unique_branch_name,
 )
@@ -33,14 +29,6 @@ from tasks.repair.risk import parse_patch
 from tasks.repair.state import GroupState, RepairState
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class GroupCommit:
-    """One group's fix: the commit message and the tree it records."""
-
-    message: str
-    tree: str
 
 
 @dataclass
@@ -114,44 +102,6 @@ def _step(
     return None, new_tree
 
 
-def commit_chain(
-    repo: Path,
-    base_commit: str,
-    branch: str,
-    commits: list[GroupCommit],
-    author: tuple[str, str] = DEFAULT_AUTHOR,
-) -> list[str]:
-    """Create the NEW branch `branch` at `base_commit` + one commit per entry; return the shas.
-
-    Nothing is checked out: HEAD, the index and the working tree of `repo` stay as they are.
-
-    Raises:
-        BranchExistsError: `branch` exists already (it is never overwritten).
-        GitError: git failed.
-    """
-    top = _top(repo)
-    parent = resolve_commit(repo, base_commit)
-    check_branch_name(repo, branch)
-    if local_branch_exists(repo, branch):
-        raise BranchExistsError(f"{repo}: branch {branch!r} already exists")
-    name, email = author
-    env = {
-        "GIT_AUTHOR_NAME": name,
-        "GIT_AUTHOR_EMAIL": email,
-        "GIT_COMMITTER_NAME": name,
-        "GIT_COMMITTER_EMAIL": email,
-    }
-    shas: list[str] = []
-    for commit in commits:
-        argv = ["commit-tree", commit.tree, "-p", parent, "-m", commit.message]
-        parent = git_text(argv, cwd=top, env=env)
-        shas.append(parent)
-    if shas:
-        create_branch(repo, branch, parent, "autopilot: repair branch")
-    log.info("branch %s: %d commit(s)", branch, len(shas))
-    return shas
-
-
 def _audited_tree(g: GroupState) -> str | None:
     """The tree the audit saw for the group's final patch (None for a person's own patch)."""
     for attempt in reversed(g.attempts):
@@ -172,7 +122,7 @@ def commit_fixes(state: RepairState, env: RepairEnv) -> None:
         [g.final_patch or "" for g in accepted],
         [_audited_tree(g) for g in accepted],
     )
-    commits: list[GroupCommit] = []
+    commits: list[NewCommit] = []
     committed: list[GroupState] = []
     duplicates: list[GroupState] = []
     for g, result in zip(accepted, applied, strict=True):
@@ -187,7 +137,7 @@ def commit_fixes(state: RepairState, env: RepairEnv) -> None:
         cause = g.diagnosis.root_cause if g.diagnosis else g.group.signature
         tests = "\n".join(f"- {t.id}" for t in g.group.tests)
         message = f"autopilot: fix {g.group.id}: {cause[:60]}\n\n{cause}\n\nTests:\n{tests}\n"
-        commits.append(GroupCommit(message=message, tree=result.tree))
+        commits.append(NewCommit(message=message, tree=result.tree))
         committed.append(g)
     if not commits:
         return

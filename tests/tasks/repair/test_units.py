@@ -15,9 +15,9 @@ from tasks.core.types import (
     TestCaseResult,
     ValidationResult,
 )
-from tasks.keep.git import BranchExistsError
+from tasks.keep.git import BranchExistsError, commit_chain
+from tasks.keep.git import NewCommit as GroupCommit
 from tasks.model.replies import Alternative, Diagnosis
-from tasks.repair.branch import GroupCommit, commit_chain
 from tasks.repair.review import judge_rerun
 from tasks.repair.risk import parse_patch, risk_reasons
 from tasks.repair.scout import error_type_of, group_failures, message_shape

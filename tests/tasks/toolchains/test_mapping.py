@@ -10,7 +10,8 @@ import pytest
 
 from tasks.core.errors import BadInputError
 from tasks.core.types import MappedFile
-from tasks.toolchains.mapping import detect_toolchain, discover_sources, list_files, map_repo
+from tasks.toolchains.mapping import discover_sources, list_files, map_repo
+from tasks.toolchains.registry import detect_toolchain
 
 
 def _tree(root: Path, files: Iterable[str] | dict[str, str]) -> Path:
