@@ -26,6 +26,8 @@ NATIVE_HINTS = {
     "rmagick": "libmagickwand-dev",
 }
 
+#: What a native gem lacks on a machine without Ruby's own development headers.
+RUBY_HEADERS = "ruby.h (Ruby's development headers)"
 _NETWORK = re.compile(
     r"Could not reach host|Could not fetch specs from|Network error|getaddrinfo|"
     r"Failed to open TCP connection|Temporary failure in name resolution|"
@@ -41,6 +43,7 @@ _GEM_UNKNOWN = re.compile(
 )
 _GEM_NATIVE = re.compile(r"An error occurred while installing (?P<gem>[\w.-]+) \((?P<v>[^)]+)\)")
 _HEADER = re.compile(
+    r"(?P<rubyh>can't find header files for ruby)|"
     r"(?:checking for (?P<check>[\w./+-]+\.h)\.*\s*no)|"
     r"(?:fatal error: (?P<fatal>[\w./+-]+\.h): No such file)|"
     r"(?:Can't find the '(?P<cant>[\w./+-]+\.h)')|(?P<pgconfig>pg_config executable not found)"
@@ -88,7 +91,7 @@ def _ruby(text: str, *, network: bool) -> tuple[Cause, str] | None:
     if m := _GEM_NATIVE.search(text):
         gem = m.group("gem")
         header = _header(text)
-        hint = NATIVE_HINTS.get(gem)
+        hint = "ruby-dev" if header == RUBY_HEADERS else NATIVE_HINTS.get(gem)
         need = f"header {header}" if header else "a native library"
         fix = f" (install {hint})" if hint else " (install its -dev package)"
         return "missing_native_library", f"gem {gem} {m.group('v')} needs {need}{fix}"
@@ -129,6 +132,8 @@ def _header(text: str) -> str | None:
     m = _HEADER.search(text)
     if m is None:
         return None
+    if m.group("rubyh"):
+        return RUBY_HEADERS
     if m.group("pgconfig"):
         return "libpq-fe.h (pg_config)"
     return m.group("check") or m.group("fatal") or m.group("cant")

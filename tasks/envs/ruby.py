@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -34,7 +35,7 @@ _PROBE = 'print RUBY_DESCRIPTION, " bundler ", (require "bundler"; Bundler::VERS
 #: Prints the system's gem directories (one a line) with a throwaway HOME.
 _GEM_PATH = "puts Gem.path"
 #: Output of an offline install that only lacks gems a registry may have.
-_NEEDS_REMOTE = ("in locally installed gems", "in cached gems or installed locally")
+_NEEDS_REMOTE = re.compile(r"^Could not find .*(?:locally|sources|cached gems)", re.MULTILINE)
 
 
 def lock_inputs(project: Path) -> list[Path]:
@@ -131,16 +132,24 @@ def build(
             network=False,
         )
         commands.append("bundle install --local")
-        if not step.ok and network and any(s in step.output for s in _NEEDS_REMOTE):
+        if not step.ok and network and _NEEDS_REMOTE.search(step.output):
+            # Bundler 2.3 never fetches while frozen; the offline step has shown the lock
+            # matches the Gemfile, and the lock's bytes are put back should Bundler rewrite it.
             network_used = True
-            step = run_step(
-                ["bundle", "install", "--jobs", "4", "--retry", "2"],
-                cwd=project,
-                env=env,
-                timeout_s=max(1.0, deadline - time.monotonic()),
-                log_path=log_path,
-                network=True,
-            )
+            lock = project / "Gemfile.lock"
+            before = lock.read_bytes()
+            try:
+                step = run_step(
+                    ["bundle", "install", "--jobs", "4", "--retry", "2"],
+                    cwd=project,
+                    env={k: v for k, v in env.items() if k != "BUNDLE_FROZEN"},
+                    timeout_s=max(1.0, deadline - time.monotonic()),
+                    log_path=log_path,
+                    network=True,
+                )
+            finally:
+                if lock.read_bytes() != before:
+                    lock.write_bytes(before)
             commands.append("bundle install")
         if not step.ok:
             raise BuildFailed(*classify(step, "ruby", network=network))
