@@ -49,7 +49,7 @@ def test_postgres_and_redis_per_job_databases_and_cleanup() -> None:
         needs = svc.needs()
         assert needs.dirs == (str(base / "sock"),)
         assert needs.env["PGHOST"] == str(base / "sock")
-        assert needs.env["DATABASE_URL"].startswith("postgresql://autopilot@/autopilot_test?host=")
+        assert needs.env["DATABASE_URL"].startswith("postgresql:///autopilot_test?host=")
         assert needs.env["REDIS_URL"] == f"unix://{base / 'sock' / 'redis.sock'}?db=0"
         # No TCP at all: the server has no listening socket but its Unix one.
         assert svc.postgres.psql("show listen_addresses", "postgres").stdout.strip() == ""

@@ -50,7 +50,8 @@ class Postgres:
 
     def url(self, database: str) -> str:
         """``DATABASE_URL`` for `database` on this server."""
-        return f"postgresql://{SUPERUSER}@/{database}?host={self.host}&port={PORT}"
+        # No authority part: Ruby's URI (Rails) refuses "user@" without a host.
+        return f"postgresql:///{database}?host={self.host}&port={PORT}&user={SUPERUSER}"
 
     def env(self, database: str) -> dict[str, str]:
         """Variables a test run uses to reach `database`."""

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import re
+import tomllib
+from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
 _BARE = re.compile(r"\d+(?:\.\d+)*")
@@ -64,3 +66,27 @@ class ServicesSettings(BaseModel):
     def any(self) -> bool:
         """Whether the project declared a service at all."""
         return self.postgres is not False or self.redis is not False
+
+
+def services_from_toml(repo: Path) -> ServicesSettings:
+    """The ``[services]`` table of `repo`'s ``autopilot.toml`` (defaults when absent).
+
+    Until ``tasks.config.Settings`` carries the group, this reads it on its own.
+
+    Raises:
+        ServiceError: the file cannot be read or the table is invalid (one line).
+    """
+    from tasks.services.binaries import ServiceError
+
+    path = Path(repo) / "autopilot.toml"
+    try:
+        data = tomllib.loads(path.read_text("utf-8")) if path.is_file() else {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ServiceError(f"{path}: {exc}") from None
+    table = data.get("autopilot", data).get("services", {})
+    try:
+        return ServicesSettings.model_validate(table)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ServiceError(f"{path}: invalid setting services.{where}: {first['msg']}") from None
