@@ -252,3 +252,22 @@ def test_needs_merge_and_runner_env_order(tmp_path: Path) -> None:
     runner.run(["true"], cwd=tmp_path, env={"RAILS_ENV": "test"})
     assert seen == {"X": "1", "Y": "2", "RAILS_ENV": "test"}
     assert runner.root == tmp_path
+
+
+def test_users_own_environment_and_preparation_off(tmp_path: Path) -> None:
+    from tasks.envs import EnvSettings, prepare_environment, user_environment
+
+    (tmp_path / "Gemfile").write_text('source "https://rubygems.org"\n')
+    (tmp_path / "Gemfile.lock").write_text("GEM\n")
+    off = EnvSettings(prepare=False)
+    assert prepare_environment(tmp_path, "ruby-rspec", home=tmp_path, settings=off) is None
+    assert prepare_environment(tmp_path, "unknown-stack", home=tmp_path) is None
+    assert user_environment(tmp_path, EnvSettings()) is None
+    own = user_environment(
+        tmp_path, EnvSettings(bundle_path="vendor/bundle", ruby="/opt/ruby-3.3/bin/ruby")
+    )
+    assert own is not None
+    assert own.dirs == (str(tmp_path / "vendor" / "bundle"), "/opt/ruby-3.3")
+    assert own.env["BUNDLE_PATH"] == str(tmp_path / "vendor" / "bundle")
+    assert own.env["BUNDLE_GEMFILE"] == str(tmp_path / "Gemfile")
+    assert own.env["PATH"].startswith("/opt/ruby-3.3/bin:")

@@ -82,7 +82,6 @@ def prepare_environment(
         tool_id = rb_env.toolchain_id() if stack == "ruby" else py_env.toolchain_id(base)
         inputs = module.digest_inputs(project, files)
         name = env_name(stack, env_key(inputs, tool_id))
-        gem_path = rb_env.system_gem_path() if stack == "ruby" else []
 
         def build(tmp: Path, final: Path, log_path: Path) -> EnvRecord:
             common = {
@@ -92,6 +91,7 @@ def prepare_environment(
                 "timeout_s": settings.install_timeout_s,
             }
             if stack == "ruby":
+                gem_path = rb_env.system_gem_path()
                 return rb_env.build(project, tmp, final, log_path, gem_path=gem_path, **common)
             return py_env.build(project, tmp, final, log_path, base_python=base, **common)
 

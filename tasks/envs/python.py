@@ -19,6 +19,7 @@ base interpreter's version.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import os
 import subprocess
@@ -66,8 +67,9 @@ def default_base_python() -> str:
     return os.path.realpath(base)
 
 
+@functools.cache
 def toolchain_id(python: str) -> str:
-    """``sys.version`` and the platform of `python`.
+    """``sys.version`` and the platform of `python` (asked once per process).
 
     Raises:
         BuildFailed: the interpreter cannot run (cause ``tool_missing``).

@@ -17,6 +17,7 @@ A sandboxed run then gets ``GEM_HOME``/``GEM_PATH``/``BUNDLE_GEMFILE``/``BUNDLE_
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import os
 import re
@@ -46,8 +47,10 @@ def lock_inputs(project: Path) -> list[Path]:
     return [project / "Gemfile", project / "Gemfile.lock", *cached]
 
 
+@functools.cache
 def toolchain_id(ruby: str = "ruby") -> str:
-    """``RUBY_DESCRIPTION`` and Bundler's version of the `ruby` on PATH.
+    """``RUBY_DESCRIPTION`` and Bundler's version of the `ruby` on PATH (asked once per
+    process).
 
     Raises:
         BuildFailed: Ruby or Bundler is not installed (cause ``tool_missing``).
