@@ -39,9 +39,14 @@ STACKS: dict[str, Stack] = {"ruby-rspec": "ruby", "python-pytest": "python"}
 LOCK_MARGIN_S = 60.0
 
 
+#: Changes whenever what a build installs changes (a new key makes every environment anew).
+BUILD_FORMAT = 2
+
+
 def env_key(inputs: dict[str, str], toolchain: str) -> str:
-    """The environment's key: the lock files' digests and the toolchain version, hashed."""
-    return hashlib.sha256(json_dump([inputs, toolchain]).encode()).hexdigest()[:24]
+    """The environment's key: the lock files' digests, the toolchain version and the build
+    format, hashed."""
+    return hashlib.sha256(json_dump([BUILD_FORMAT, inputs, toolchain]).encode()).hexdigest()[:24]
 
 
 def prepare_environment(

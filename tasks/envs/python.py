@@ -4,8 +4,8 @@ coverage, built once into ``envs/python-<key>``.
 What the environment is built from, first match wins:
 
 1. ``uv.lock`` -> ``uv sync --frozen --no-install-project --all-extras`` (the lock as it is,
-   the default groups, the project itself left out: the worktree's code is what the tests
-   import);
+   the default groups and those named for tests or development, such as ``testing``, the
+   project itself left out: the worktree's code is what the tests import);
 2. requirements files (``requirements-dev.txt``, ``requirements/test.txt``, ...,
    ``requirements.txt``) -> ``uv pip install -r ...`` (or pip when uv is not installed);
 3. ``pyproject.toml`` alone -> its ``[project]`` dependencies and optional dependencies.
@@ -22,6 +22,7 @@ import datetime as dt
 import functools
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -47,6 +48,7 @@ REQUIREMENTS = (
     "requirements.txt",
 )
 RUNNER_PACKAGES = ("pytest", "coverage")
+_TEST_GROUP = re.compile(r"^(?:dev|develop|development)$|test", re.IGNORECASE)
 
 
 def lock_inputs(project: Path) -> list[Path]:
@@ -106,6 +108,19 @@ def _pyproject_requirements(project: Path) -> list[str]:
     return reqs
 
 
+def test_groups(project: Path) -> list[str]:
+    """The project's dependency groups that tests need besides the default ones: those named
+    for tests or development (``test``, ``testing``, ``dev``): projects keep pytest plugins
+    there."""
+    try:
+        data = tomllib.loads((project / "pyproject.toml").read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    groups = data.get("dependency-groups")
+    names = groups.keys() if isinstance(groups, dict) else []
+    return sorted(n for n in names if _TEST_GROUP.search(n))
+
+
 def _uv() -> str | None:
     return which("uv")
 
@@ -150,17 +165,9 @@ def build(
         if uv is None:
             raise BuildFailed("tool_missing", "uv.lock needs uv to install (install uv)")
         env["UV_PROJECT_ENVIRONMENT"] = str(venv)
-        step(
-            [
-                uv,
-                "sync",
-                "--frozen",
-                "--no-install-project",
-                "--all-extras",
-                "--python",
-                base_python,
-            ]
-        )
+        sync = [uv, "sync", "--frozen", "--no-install-project", "--all-extras"]
+        groups = [arg for group in test_groups(project) for arg in ("--group", group)]
+        step([*sync, *groups, "--python", base_python])
     else:
         if uv is not None:
             step([uv, "venv", "--quiet", "--python", base_python, str(venv)])
