@@ -223,7 +223,24 @@ def _step(output: str, code: int = 5) -> StepResult:
             "missing_native_library",
             "package psycopg2 needs header libpq-fe.h (install libpq-dev)",
         ),
-        ("ruby", "something odd\nthe last telling line\n", "build_failed", "last telling line"),
+        (
+            # What Debian's Bundler 2.3 says of a current Rails app's Gemfile (seen in the field).
+            "ruby",
+            "Bundler 2.3.15 is running, but your lockfile was generated with 4.0.3. Installing"
+            " Bundler 4.0.3 and restarting using that version.\nThere was an error installing"
+            " the locked bundler version (4.0.3).\n\n[!] There was an error parsing `Gemfile`:"
+            " You passed :force_ruby_platform as an option for gem 'sqlite3', but it is invalid."
+            " You may be able to resolve this by upgrading Bundler to the newest version.."
+            " Bundler cannot continue.\n\n #  from Gemfile:9\n #  ------\n",
+            "toolchain_mismatch",
+            "Gemfile needs a newer Bundler than 2.3.15 (the lock was made with 4.0.3): You passed",
+        ),
+        (
+            "ruby",
+            "something odd\nthe last telling line\n #  ------\n# exit 5\n",
+            "build_failed",
+            "last telling line",
+        ),
     ],
 )
 def test_classify_names_the_cause_in_one_line(

@@ -55,6 +55,14 @@ _LOCK = re.compile(
     r"Unable to find lockfile|Failed to parse `uv.lock`|The lockfile at `uv.lock` needs",
     re.IGNORECASE,
 )
+_GEMFILE_ERROR = re.compile(
+    r"There was an error parsing `(?P<file>[^`]+)`: (?P<why>.+?)(?: Bundler cannot continue|$)",
+    re.MULTILINE,
+)
+_BUNDLER_LOCKED = re.compile(
+    r"Bundler (?P<have>\S+) is running, but your lockfile was generated with "
+    r"(?P<want>\d+(?:\.\d+)*)"
+)
 _RUBY_VERSION = re.compile(r"Your Ruby version is (?P<have>\S+), but your Gemfile specified (\S+)")
 _PY_VERSION = re.compile(
     r"(?:requires-python|Python requirement|incompatible with the project's Python).*", re.I
@@ -84,6 +92,17 @@ def classify(step: StepResult, stack: str, *, network: bool) -> tuple[Cause, str
 def _ruby(text: str, *, network: bool) -> tuple[Cause, str] | None:
     if m := _RUBY_VERSION.search(text):
         return "toolchain_mismatch", one(m.group(0))
+    if m := _GEMFILE_ERROR.search(text):
+        locked = _BUNDLER_LOCKED.search(text)
+        why = one(m.group("why"), 180)
+        if locked or "upgrading Bundler" in why:
+            made = f" (the lock was made with {locked['want']})" if locked else ""
+            have = locked["have"] if locked else "this one"
+            return (
+                "toolchain_mismatch",
+                f"{m['file']} needs a newer Bundler than {have}{made}: {why}",
+            )
+        return "build_failed", f"{m['file']}: {why}"
     if _LOCK.search(text):
         return "lock_unresolvable", (
             f"{one(_LOCK.search(text).group(0))}: run `bundle lock` and commit Gemfile.lock"  # type: ignore[union-attr]
@@ -159,6 +178,8 @@ def one(text: str, limit: int = 240) -> str:
 def last_line(text: str) -> str:
     """The last line that says something (not a blank, a comment of ours or a bare prompt)."""
     lines = [
-        ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith(("# exit", "$ "))
+        ln.strip()
+        for ln in text.splitlines()
+        if ln.strip() and not ln.lstrip().startswith(("#", "$ "))
     ]
     return one(lines[-1]) if lines else "no output"
