@@ -56,7 +56,10 @@ def test_gem_outside_toolchain_runs_through_env_built_once(tmp_path: Path) -> No
     # Only what the machine lacks was installed: rspec comes from Debian's packages.
     installed = sorted(p.name for p in (env_dir / "gems" / "gems").iterdir())
     assert installed == ["money_fmt-0.1.0"]
+    # The machine's Bundler does the work, at build and at run time: no switch to another.
+    assert first.bundler and first.needs(project).env["BUNDLER_VERSION"] == first.bundler
     build_log = Path(first.log).read_text()
+    assert "Installing Bundler" not in build_log
     assert "$ bundle install --local" in build_log and "offline" in build_log
     record = json.loads((env_dir / ".autopilot" / "env.json").read_text())
     assert record["commands"] == ["bundle install --local"] and not record["network_used"]

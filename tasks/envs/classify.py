@@ -95,7 +95,7 @@ def _ruby(text: str, *, network: bool) -> tuple[Cause, str] | None:
     if m := _GEMFILE_ERROR.search(text):
         locked = _BUNDLER_LOCKED.search(text)
         why = one(m.group("why"), 180)
-        if locked or "upgrading Bundler" in why:
+        if locked or "upgrading Bundler" in m.group("why"):
             made = f" (the lock was made with {locked['want']})" if locked else ""
             have = locked["have"] if locked else "this one"
             return (

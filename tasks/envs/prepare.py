@@ -125,6 +125,7 @@ def prepare_environment(
         log=str(path / META_DIR / BUILD_LOG),
         python=str(path / "venv" / "bin" / "python") if stack == "python" else None,
         gem_path=record.extra.get("gem_path", []),
+        bundler=next(iter(record.extra.get("bundler") or []), None),
     )
 
 

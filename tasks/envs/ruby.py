@@ -66,6 +66,11 @@ def toolchain_id(ruby: str = "ruby") -> str:
     return done.stdout.strip()
 
 
+def bundler_version(toolchain: str) -> str:
+    """The Bundler version named at the end of :func:`toolchain_id`'s answer."""
+    return toolchain.rsplit(" bundler ", 1)[-1].strip()
+
+
 def system_gem_path(ruby: str = "ruby") -> list[str]:
     """The machine's gem directories (Debian's included), without any user's own."""
     with tempfile.TemporaryDirectory(prefix="autopilot-gempath-") as home:
@@ -117,6 +122,9 @@ def build(
             "BUNDLE_GEMFILE": str(project / "Gemfile"),
             "BUNDLE_FROZEN": "true",
             "BUNDLE_APP_CONFIG": str(tmp / "bundle-config"),
+            # Never switch to the Bundler version the lock was made with (that installs one,
+            # from a registry): the machine's Bundler, the one the key names, does the work.
+            "BUNDLER_VERSION": bundler_version(toolchain),
             "BUNDLE_SILENCE_ROOT_WARNING": "true",
             "BUNDLE_DISABLE_VERSION_CHECK": "true",
         }
@@ -168,5 +176,5 @@ def build(
         commands=commands,
         network_used=network_used,
         build_s=round(time.monotonic() - started, 3),
-        extra={"gem_path": gem_path},
+        extra={"gem_path": gem_path, "bundler": [bundler_version(toolchain)]},
     )

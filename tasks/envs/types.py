@@ -38,6 +38,7 @@ class PreparedEnv(BaseModel):
     python: str | None = Field(
         None, description="The interpreter of a Python environment (the `python` setting)"
     )
+    bundler: str | None = Field(None, description="Ruby: the Bundler version that built it")
     gem_path: list[str] = Field(
         default_factory=list, description="Ruby: the system gem directories also searched"
     )
@@ -54,6 +55,7 @@ class PreparedEnv(BaseModel):
                 "GEM_HOME": home,
                 "GEM_PATH": ":".join([home, *self.gem_path]),
                 "BUNDLE_GEMFILE": str(Path(project) / "Gemfile"),
+                **({"BUNDLER_VERSION": self.bundler} if self.bundler else {}),
                 # The lock is the truth: Bundler may neither re-resolve nor write it.
                 "BUNDLE_FROZEN": "true",
                 # A checked-in .bundle/config (BUNDLE_PATH: vendor/bundle) must not win.
