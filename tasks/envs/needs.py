@@ -37,7 +37,9 @@ class RunNeeds(BaseModel):
         return RunNeeds(dirs=tuple(dirs), env=env)
 
 
-class _Runner(Protocol):
+class RunnerLike(Protocol):
+    """What runs one command (a sandbox runner; the toolchains' ``CommandRunner``)."""
+
     def run(
         self,
         argv: list[str],
@@ -55,7 +57,7 @@ class NeedsRunner:
     ``RAILS_ENV`` stays the toolchain's).
     """
 
-    def __init__(self, inner: _Runner, env: Mapping[str, str]) -> None:
+    def __init__(self, inner: RunnerLike, env: Mapping[str, str]) -> None:
         self.inner = inner
         self.env = dict(env)
 
@@ -77,6 +79,6 @@ class NeedsRunner:
         return getattr(self.inner, name)
 
 
-def runner_with(runner: _Runner, needs: RunNeeds) -> NeedsRunner:
+def runner_with(runner: RunnerLike, needs: RunNeeds) -> NeedsRunner:
     """`runner` with `needs.env` on every command (its directories must already be shown)."""
     return NeedsRunner(runner, needs.env)

@@ -13,7 +13,7 @@ import time
 
 from tasks.services.binaries import Server, ServiceError
 from tasks.services.identity import Identity, RunDirs, make_data_dir
-from tasks.services.procs import kill_in
+from tasks.services.procs import stop_server
 
 log = logging.getLogger(__name__)
 
@@ -136,18 +136,7 @@ class Postgres:
 
     def stop(self, grace_s: float = 10.0) -> None:
         """Fast shutdown, then kill what is left working in the data directory."""
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.kill(self.proc.pid, signal.SIGINT)  # "fast" shutdown
-                self.proc.wait(timeout=grace_s)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
-        if self.proc is not None:
-            kill_in(str(self.data), grace_s=2.0)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_server(self.proc, str(self.data), signal.SIGINT, grace_s)
 
     def last_log_line(self) -> str:
         """The server log's last line (what it said before failing)."""

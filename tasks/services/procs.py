@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 
 
@@ -48,3 +49,21 @@ def kill_in(directory: str, *, grace_s: float = 5.0) -> list[int]:
         if not processes_in(directory):
             break
     return pids
+
+
+def stop_server(
+    proc: subprocess.Popen[bytes] | None, data: str, sig: signal.Signals, grace_s: float
+) -> None:
+    """Ask a server to stop with `sig`, wait `grace_s`, then kill whatever still works in its
+    data directory `data` (its children included) and reap it."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, subprocess.TimeoutExpired):
+            os.kill(proc.pid, sig)
+            proc.wait(timeout=grace_s)
+    kill_in(data, grace_s=2.0)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()

@@ -11,7 +11,7 @@ import time
 
 from tasks.services.binaries import Server, ServiceError
 from tasks.services.identity import Identity, RunDirs, make_data_dir
-from tasks.services.procs import kill_in
+from tasks.services.procs import stop_server
 
 log = logging.getLogger(__name__)
 
@@ -100,18 +100,7 @@ class Redis:
 
     def stop(self, grace_s: float = 5.0) -> None:
         """SIGTERM (no save), then kill what is left working in the data directory."""
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.kill(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=grace_s)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
-        if self.proc is not None:
-            kill_in(str(self.data), grace_s=2.0)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_server(self.proc, str(self.data), signal.SIGTERM, grace_s)
 
     def last_log_line(self) -> str:
         try:

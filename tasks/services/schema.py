@@ -5,23 +5,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
+from tasks.envs.needs import RunnerLike
 from tasks.services.binaries import ServiceError
-
-if TYPE_CHECKING:
-    from tasks.types import CommandResult
-
-
-class _Runner(Protocol):
-    def run(
-        self,
-        argv: list[str],
-        *,
-        cwd: Path,
-        env: Mapping[str, str] | None = None,
-        timeout_s: float | None = None,
-    ) -> CommandResult: ...
 
 
 def schema_command(project: Path, declared: str | None) -> list[str] | None:
@@ -42,7 +28,7 @@ def schema_command(project: Path, declared: str | None) -> list[str] | None:
 
 
 def prepare_schema(
-    runner: _Runner,
+    runner: RunnerLike,
     project: Path,
     env: Mapping[str, str],
     *,

@@ -13,13 +13,13 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from tasks.envs.needs import RunNeeds
+from tasks.envs.needs import RunNeeds, RunnerLike
 from tasks.services.binaries import choose, postgres_servers, redis_servers
 from tasks.services.identity import RunDirs, make_run_dirs, server_identity
 from tasks.services.postgres import Postgres, database_name
 from tasks.services.procs import kill_in
 from tasks.services.redis import Redis
-from tasks.services.schema import _Runner, prepare_schema
+from tasks.services.schema import prepare_schema
 from tasks.services.settings import ServicesSettings
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class Services:
             env |= self.redis.env(0)
         return RunNeeds(dirs=(str(self.dirs.sock),), env=env)
 
-    def prepare_schema(self, runner: _Runner, project: Path) -> str | None:
+    def prepare_schema(self, runner: RunnerLike, project: Path) -> str | None:
         """Load the schema into the template database, the project's way, in the sandbox
         (`runner` must show :meth:`needs`' directory). Returns the command run, if any."""
         if self.postgres is None:
