@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := ruby ruby-rspec ruby-rspec-rails ruby-rails ruby-factory-bot-rails ruby-simplecov \
 	rubocop ruby-sqlite3 ruby-rspec-junit-formatter bubblewrap git chromium chromium-driver \
-	docker.io docker-compose debootstrap
+	docker.io docker-compose debootstrap postgresql redis-server ruby-pg
 SETUP_STAMP := $(VENV)/.setup-stamp
 
 .PHONY: setup demo test lint typecheck pytest bench clean
