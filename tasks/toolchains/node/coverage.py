@@ -99,9 +99,7 @@ def load_istanbul(path: Path) -> dict[str, Any]:
     return data
 
 
-def parse_istanbul(
-    path: Path, repo: Path, aliases: Sequence[Path] = ()
-) -> dict[str, FileCoverage]:
+def parse_istanbul(path: Path, repo: Path, aliases: Sequence[Path] = ()) -> dict[str, FileCoverage]:
     """Per-file line coverage keyed by repository-relative path (files outside the
     repository are dropped).
 
@@ -116,12 +114,7 @@ def parse_istanbul(
             malformed (the message names the file).
     """
     data = load_istanbul(path)
-    roots = list(
-        dict.fromkeys(
-            os.path.normpath(str(r))
-            for r in (repo, repo.resolve(), *aliases)
-        )
-    )
+    roots = list(dict.fromkeys(os.path.normpath(str(r)) for r in (repo, repo.resolve(), *aliases)))
     files: dict[str, FileCoverage] = {}
     for key, entry in data.items():
         name = str(entry.get("path") or key)

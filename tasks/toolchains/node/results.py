@@ -175,15 +175,11 @@ def parse_jest_run(
         file, first = next(iter(errors.items()))
         problem = _load_problem(file, first, repo)
         text = join_messages([f"{f}: {m}" for f, m in errors.items()])
-        return node_validation(
-            **base, examples=found, load_error=text, problem=problem
-        ), errors
-    problem = _run_problem(data, found, cmd)
-    if problem is not None:
-        load_error = f"{problem.one_line()}\n{problem.detail}".strip()
-        return node_validation(
-            **base, examples=found, load_error=load_error, problem=problem
-        ), {}
+        return node_validation(**base, examples=found, load_error=text, problem=problem), errors
+    stopped = _run_problem(data, found, cmd)
+    if stopped is not None:
+        load_error = f"{stopped.one_line()}\n{stopped.detail}".strip()
+        return node_validation(**base, examples=found, load_error=load_error, problem=stopped), {}
     return node_validation(**{**base, "loaded": True}, examples=found), {}
 
 
@@ -214,7 +210,9 @@ def _run_problem(
     return None
 
 
-_TS_ERROR = re.compile(r"(?P<file>[\w./@-]+\.[cm]?[jt]sx?):(?P<line>\d+):\d+ - error (?P<code>TS\d+)")
+_TS_ERROR = re.compile(
+    r"(?P<file>[\w./@-]+\.[cm]?[jt]sx?):(?P<line>\d+):\d+ - error (?P<code>TS\d+)"
+)
 _JS_ERROR = re.compile(
     r"^\s*(?P<type>SyntaxError|ReferenceError|TypeError|Error)\b:?\s*(?P<msg>.*)$", re.MULTILINE
 )

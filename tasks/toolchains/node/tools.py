@@ -65,9 +65,7 @@ def declared_modules(repo: Path, declared: str | None) -> Path | None:
     if declared:
         rel = PurePosixPath(declared)
         if rel.is_absolute() or ".." in rel.parts:
-            raise ToolchainError(
-                f"node_modules {declared!r}: must be a path inside the repository"
-            )
+            raise ToolchainError(f"node_modules {declared!r}: must be a path inside the repository")
         path = (root / rel).resolve()
         if not path.is_relative_to(root) or not path.is_dir():
             raise ToolchainError(f"node_modules {declared!r}: no such directory in {root}")
@@ -158,6 +156,4 @@ def resolve_tools(
             f"the node toolchain in {home} lacks {', '.join(missing)}: run `make setup` "
             "(npm ci --ignore-scripts in toolchains/node)"
         )
-    return NodeTools(
-        node=find_node(), home=home, project_modules=declared_modules(repo, declared)
-    )
+    return NodeTools(node=find_node(), home=home, project_modules=declared_modules(repo, declared))
