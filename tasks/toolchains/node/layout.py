@@ -148,7 +148,7 @@ def is_source_file(path: str, *, src_layout: bool = False) -> bool:
     return not src_layout or (len(parts) > 1 and parts[0] == "src")
 
 
-def test_stem(path: str) -> str:
+def stem_of_test(path: str) -> str:
     """The name a test file tests: ``foo`` for ``foo.test.ts``, ``__tests__/foo.tsx``."""
     name = PurePosixPath(path).name
     m = _TEST_NAME.match(name)
@@ -192,14 +192,14 @@ def _places(source: str, stem: str) -> set[str]:
     return {"" if d == "." else d for d in places}
 
 
-def tests_for(source: str, tests: Iterable[str]) -> list[str]:
+def find_tests(source: str, tests: Iterable[str]) -> list[str]:
     """The test files among `tests` that test `source` (see the module docstring)."""
     found: list[str] = []
     for stem in source_stems(source):
         places = _places(source, stem)
         for test in tests:
             parent = PurePosixPath(test).parent.as_posix()
-            if test_stem(test) == stem and ("" if parent == "." else parent) in places:
+            if stem_of_test(test) == stem and ("" if parent == "." else parent) in places:
                 found.append(test)
     return sorted(dict.fromkeys(found))
 
@@ -214,7 +214,7 @@ class Convention:
     root: str = "test"
 
 
-def test_convention(tests: Iterable[str]) -> Convention:
+def project_convention(tests: Iterable[str]) -> Convention:
     """The project's majority convention (ties: beside, then ``.test``)."""
     places: Counter[str] = Counter()
     suffixes: Counter[str] = Counter()
@@ -278,19 +278,22 @@ def source_kind(path: str, text: str = "") -> NodeKind:
     return NodeKind.MODULE
 
 
-def map_files(files: Iterable[str], read: Callable[[str], str] | None = None) -> NodeMapping:
+def map_files(
+    files: Iterable[str], read: Callable[[str], str | None] | None = None
+) -> NodeMapping:
     """Map a project's files (repository-relative paths) to sources, kinds and tests.
 
     Args:
         files: every file of the project (e.g. from ``git ls-files``).
-        read: returns a file's text (for kinds); None decides kinds by location only.
+        read: returns a file's text (for kinds; None or an OSError when it has none); None
+            decides kinds by location only.
     """
     files = sorted(dict.fromkeys(files))
     src_layout = any(f.startswith("src/") and is_source_file(f) for f in files)
     sources = [f for f in files if is_source_file(f, src_layout=src_layout)]
     tests = [f for f in files if is_test_file(f)]
-    convention = test_convention(tests)
-    owners = {s: tests_for(s, tests) for s in sources}
+    convention = project_convention(tests)
+    owners = {s: find_tests(s, tests) for s in sources}
     claimed = {t for ts in owners.values() for t in ts}
     warnings = [
         f"{t}: a test file no source matches by name (its tests still run with the suite)"
@@ -314,10 +317,10 @@ def map_files(files: Iterable[str], read: Callable[[str], str] | None = None) ->
     )
 
 
-def _safe_read(read: Callable[[str], str] | None, path: str) -> str:
+def _safe_read(read: Callable[[str], str | None] | None, path: str) -> str:
     if read is None:
         return ""
     try:
-        return read(path)
+        return read(path) or ""
     except (OSError, UnicodeDecodeError):
         return ""

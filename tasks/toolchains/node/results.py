@@ -91,7 +91,7 @@ def _locations(data: dict[str, Any], repo: Path) -> dict[tuple[str, str], int]:
         for case in suite.get("assertionResults") or []:
             loc = case.get("location") if isinstance(case, dict) else None
             if isinstance(loc, dict) and isinstance(loc.get("line"), int):
-                found[(file, str(case.get("fullName", "")))] = loc["line"]
+                found[(file, str(case.get("fullName", "")).strip())] = loc["line"]
     return found
 
 
@@ -147,7 +147,7 @@ def examples(junit: Path, data: dict[str, Any] | None, repo: Path) -> list[TestC
             "locations": [loc for loc in case.locations if not loc.path.startswith("/")]
         }
         if case.line is None and case.file is not None:
-            update["line"] = lines.get((case.file, case.name))
+            update["line"] = lines.get((case.file, case.name.strip()))
         if case.message:
             update["message"] = strip_ansi(case.message)
         if case.trace:
@@ -234,6 +234,13 @@ def _load_problem(file: str, message: str, repo: Path) -> SuiteProblem:
     if ts:
         error_type = ts.group("code")
         where_file, where_line = ts.group("file"), int(ts.group("line"))
+        if _missing_types(message):
+            cause = "environment"
+            hint = (
+                "the TypeScript compiler cannot find the project's dependencies or their types "
+                "(@types/jest, a package): install the project's node_modules, or declare "
+                "where they are"
+            )
     elif missing:
         error_type = "ModuleNotFoundError"
         name = missing.group("name")
@@ -254,13 +261,25 @@ def _load_problem(file: str, message: str, repo: Path) -> SuiteProblem:
     return SuiteProblem(
         tool="jest",
         cause=cause,
-        message=_one_line(f"{file}: {first}"),
+        message=_one_line(first if first.startswith(file) else f"{file}: {first}"),
         hint=hint,
         error_type=error_type,
         file=relative_path(where_file, repo),
         line=where_line,
         detail=shorten_middle(message, 3000),
     )
+
+
+_TS_MISSING_GLOBAL = re.compile(
+    r"error TS2582|error TS2688|error TS2304: Cannot find name '(?:describe|it|test|expect|jest)'"
+)
+_TS_MISSING_PACKAGE = re.compile(r"error TS2307: Cannot find module '(?P<name>[^'.][^']*)'")
+
+
+def _missing_types(message: str) -> bool:
+    """A TypeScript error that says a package or the test runner's types are not installed
+    (never a relative import, which is the project's own code)."""
+    return bool(_TS_MISSING_GLOBAL.search(message) or _TS_MISSING_PACKAGE.search(message))
 
 
 def _one_line(text: str, limit: int = 400) -> str:
