@@ -123,9 +123,7 @@ def test_a_hostile_jest_test_is_contained(
     assert secret not in everything
     # The detached child died with the sandbox: no `sleep 300` of ours survives the run.
     survivors = [
-        p
-        for p in os.listdir("/proc")
-        if p.isdigit() and _cmdline(p) == "sleep\x00300\x00"
+        p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == "sleep\x00300\x00"
     ]
     assert survivors == []
 

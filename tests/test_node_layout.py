@@ -8,12 +8,12 @@ from tasks.toolchains.node.layout import (
     Convention,
     NodeKind,
     expected_test,
+    find_tests,
     is_source_file,
     is_test_file,
     map_files,
-    source_kind,
     project_convention,
-    find_tests,
+    source_kind,
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -80,12 +81,11 @@ def test_legacy_configuration_is_recognised(tmp_path: Path) -> None:
 
 
 def test_warnings_are_not_offences_and_garbage_is_refused(tmp_path: Path) -> None:
-    report = (
-        '[{"filePath": "%s/a.test.js", "messages": ['
-        '{"ruleId": "no-console", "severity": 1, "message": "w", "line": 1, "column": 1},'
-        '{"ruleId": "semi", "severity": 2, "message": "e", "line": 2, "column": 3, "fix": {}}'
-        "]}]"
-    ) % tmp_path
+    messages = [
+        {"ruleId": "no-console", "severity": 1, "message": "w", "line": 1, "column": 1},
+        {"ruleId": "semi", "severity": 2, "message": "e", "line": 2, "column": 3, "fix": {}},
+    ]
+    report = json.dumps([{"filePath": f"{tmp_path}/a.test.js", "messages": messages}])
     found = parse_eslint_json(report, tmp_path)
     assert [(o.path, o.rule, o.line, o.correctable) for o in found] == [
         ("a.test.js", "semi", 2, True)

@@ -134,9 +134,7 @@ def test_focus_and_skip_left_in(text: str, expected: list[tuple[int, str]]) -> N
         ("test/a.spec.ts", "../src/other", "src/money.ts", False),
     ],
 )
-def test_mocking_the_module_under_test(
-    path: str, mock: str, source: str | None, hit: bool
-) -> None:
+def test_mocking_the_module_under_test(path: str, mock: str, source: str | None, hit: bool) -> None:
     text = f'jest.mock("{mock}");\ntest("t", () => {{ expect(f()).toBe(1); }});\n'
     assert (rules(path, text, source) == [(1, "mock-under-test")]) is hit
 
@@ -158,7 +156,9 @@ def test_jsx_and_typescript_dialects() -> None:
     assert dialect_for("a.test.tsx") == "tsx"
     assert dialect_for("a.test.mts") == "typescript"
     assert dialect_for("a.test.jsx") == "javascript"
-    jsx = 'it("x", () => { render(<Summary order={o} />); expect(screen.getByRole("x")).toBe(y); });'
+    jsx = (
+        'it("x", () => { render(<Summary order={o} />); expect(screen.getByRole("x")).toBe(y); });'
+    )
     assert analyse("a.test.jsx", jsx) == ([], 1)
     assert analyse("a.test.tsx", jsx) == ([], 1)
     typed = 'it("x", () => { const v = <number>f(); expect(v as number).toBe(1); });'

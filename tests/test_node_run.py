@@ -120,12 +120,20 @@ BROKEN = {
     "src/calc.ts": "export function add(a: number, b: number): number {\n  return a + b;\n}\n",
     "src/calc.test.ts": (
         'import { add } from "./calc";\n\ntest("adds", () => {\n  expect(add(1, 2)).toBe(3);\n'
-        "});\n\ntest(\"fails\", () => {\n  expect(add(2, 2)).toBe(5);\n});\n"
+        '});\n\ntest("fails", () => {\n  expect(add(2, 2)).toBe(5);\n});\n'
     ),
-    "src/syntax.test.ts": 'import { add } from "./calc";\ntest("x", () => {\n  expect(add(1, 1)\n});\n',
-    "src/missing.test.ts": 'import { nope } from "./nowhere";\ntest("y", () => expect(nope).toBe(1));\n',
-    "src/typed.ts": 'export const label: string = 42;\nexport const twice = (n: number) => n * 2;\n',
-    "src/typed.test.ts": 'import { twice } from "./typed";\ntest("z", () => expect(twice(2)).toBe(4));\n',
+    "src/syntax.test.ts": (
+        'import { add } from "./calc";\ntest("x", () => {\n  expect(add(1, 1)\n});\n'
+    ),
+    "src/missing.test.ts": (
+        'import { nope } from "./nowhere";\ntest("y", () => expect(nope).toBe(1));\n'
+    ),
+    "src/typed.ts": (
+        "export const label: string = 42;\nexport const twice = (n: number) => n * 2;\n"
+    ),
+    "src/typed.test.ts": (
+        'import { twice } from "./typed";\ntest("z", () => expect(twice(2)).toBe(4));\n'
+    ),
     "src/package.test.js": 'const left = require("left-pad-not-installed");\ntest("p", () => '
     "expect(left).toBe(1));\n",
     "src/throws.test.js": 'throw new TypeError("config is not loaded");\n',
@@ -154,8 +162,9 @@ def test_suites_that_fail_to_run_are_never_a_pass(broken: tuple[Path, SuiteResul
     assert "TS1005: ',' expected" in errors["src/syntax.test.ts"]
     assert "Cannot find module './nowhere'" in errors["src/missing.test.ts"]
     # The type error is in the source the test imports, reported with its real message.
-    assert "src/typed.ts:1:14 - error TS2322: Type 'number' is not assignable to type " in (
-        errors["src/typed.test.ts"]
+    assert (
+        "src/typed.ts:1:14 - error TS2322: Type 'number' is not assignable to type "
+        in (errors["src/typed.test.ts"])
     )
     assert "Cannot find module 'left-pad-not-installed'" in errors["src/package.test.js"]
     assert "TypeError: config is not loaded" in errors["src/throws.test.js"]
@@ -231,8 +240,8 @@ def test_the_project_configuration_is_used(tmp_path: Path) -> None:
             "src/one.ts": "export const one = (): number => 1;\n",
             "checks/one.check.ts": (
                 'import { one } from "../src/one";\n'
-                'declare const test: (n: string, f: () => void) => void;\n'
-                'declare const expect: (v: unknown) => { toBe(v: unknown): void };\n'
+                "declare const test: (n: string, f: () => void) => void;\n"
+                "declare const expect: (v: unknown) => { toBe(v: unknown): void };\n"
                 'test("one", () => expect(one()).toBe(1));\n'
             ),
             "src/one.test.ts": 'test("never collected", () => { throw new Error("no"); });\n',

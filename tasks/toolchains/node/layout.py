@@ -31,7 +31,8 @@ Kinds
     ``component`` (a ``.jsx``/``.tsx`` file that exports a capitalised component or holds JSX,
     or any file under a ``components/`` directory: React-free components render DOM nodes),
     ``route`` (Express/Fastify handlers: under ``routes/``, ``handlers/``, ``controllers/``,
-    ``api/``, or code that registers routes or takes ``(req, res)``), ``utility`` (under
+    ``api/``, named ``server``/``app``/``router``/``routes``, or code that registers routes or
+    takes ``(req, res)``), ``utility`` (under
     ``utils/``, ``util/``, ``helpers/``, ``lib/utils``, or named ``*util*``/``*helper*``), else
     ``module``.
 """
@@ -256,10 +257,11 @@ _EXPORTS_COMPONENT = re.compile(
 )
 _JSX = re.compile(r"<[A-Z][\w.]*[\s/>]|</[a-z]+>|React\.createElement\(")
 _ROUTE_CODE = re.compile(
-    r"\b(?:express\.Router\(\)|Router\(\)|fastify\.(?:get|post|put|patch|delete|route)\(|"
-    r"(?:app|router|server)\.(?:get|post|put|patch|delete|use|route)\(\s*['\"`/]|"
-    r"\(\s*req\b[^)]*,\s*(?:res|reply)\b)"
+    r"\bexpress\.Router\(\)|\bRouter\(\)|\bfastify\.(?:get|post|put|patch|delete|route)\(|"
+    r"\b(?:app|router|server)\.(?:get|post|put|patch|delete|use|route)\(\s*['\"`/]|"
+    r"\(\s*req\b[^)]*,\s*(?:res|reply)\b"
 )
+_ROUTE_NAMES = frozenset({"server", "app", "router", "routes"})
 
 
 def source_kind(path: str, text: str = "") -> NodeKind:
@@ -271,16 +273,14 @@ def source_kind(path: str, text: str = "") -> NodeKind:
         return NodeKind.COMPONENT
     if dirs & _COMPONENT_DIRS:
         return NodeKind.COMPONENT
-    if dirs & _ROUTE_DIRS or _ROUTE_CODE.search(text):
+    if dirs & _ROUTE_DIRS or _stem(name) in _ROUTE_NAMES or _ROUTE_CODE.search(text):
         return NodeKind.ROUTE
     if dirs & _UTILITY_DIRS or re.search(r"utils?\b|helpers?\b", _stem(name)):
         return NodeKind.UTILITY
     return NodeKind.MODULE
 
 
-def map_files(
-    files: Iterable[str], read: Callable[[str], str | None] | None = None
-) -> NodeMapping:
+def map_files(files: Iterable[str], read: Callable[[str], str | None] | None = None) -> NodeMapping:
     """Map a project's files (repository-relative paths) to sources, kinds and tests.
 
     Args:

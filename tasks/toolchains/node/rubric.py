@@ -370,9 +370,12 @@ def _mocked_module_findings(path: str, root: Node, source: str | None) -> list[F
 
 def _focus_findings(path: str, call: Node) -> list[Finding]:
     parent = call.parent
-    if parent is not None and parent.type == "call_expression":
-        if parent.child_by_field_name("function") == call:
-            return []  # it.skip.each(table): reported once, at the call that runs it
+    if (
+        parent is not None
+        and parent.type == "call_expression"
+        and parent.child_by_field_name("function") == call
+    ):
+        return []  # it.skip.each(table): reported once, at the call that runs it
     chain = _callee(call)
     if not chain or chain[0] not in TEST_FUNCTIONS | SUITE_FUNCTIONS:
         return []
