@@ -36,6 +36,8 @@ BABEL_CONFIGS = (
     ".babelrc.js",
     ".babelrc.json",
 )
+#: Up to this many test files run in Jest's own process (``--runInBand``).
+IN_BAND_FILES = 20
 #: Test files as Jest finds them by default, plus ``.mjs``/``.cjs``/``.mts``/``.cts`` ones.
 TEST_MATCH = [
     "**/__tests__/**/*.[jt]s?(x)",
@@ -140,6 +142,7 @@ def jest_argv(
     coverage: bool = True,
     coverage_from: Sequence[str] = (),
     cache_dir: Path | None = None,
+    in_band: bool = True,
 ) -> list[str]:
     """The command line of one run.
 
@@ -153,6 +156,8 @@ def jest_argv(
         coverage_from: files to measure, overriding the project's ``collectCoverageFrom``
             (with the project's configuration; the generated one carries its own).
         cache_dir: Jest's cache (with the project's configuration).
+        in_band: run the test files in Jest's own process (``--runInBand``), else in two
+            workers: worker start-up costs more than it saves for a few files on two cores.
     """
     argv = [tools.node, tools.jest]
     if config is not None:
@@ -168,7 +173,7 @@ def jest_argv(
         "--testLocationInResults",
         "--reporters=default",
         f"--reporters={tools.junit_reporter}",
-        "--runInBand" if specs else "--maxWorkers=2",
+        "--runInBand" if in_band else "--maxWorkers=2",
     ]
     if coverage:
         argv += [

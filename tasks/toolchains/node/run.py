@@ -26,8 +26,14 @@ from tasks.toolchains.base import (
     scratch_dir,
 )
 from tasks.toolchains.node.coverage import parse_istanbul
-from tasks.toolchains.node.jest import default_config, jest_argv, jest_env, project_config
-from tasks.toolchains.node.layout import map_files
+from tasks.toolchains.node.jest import (
+    IN_BAND_FILES,
+    default_config,
+    jest_argv,
+    jest_env,
+    project_config,
+)
+from tasks.toolchains.node.layout import NodeMapping, map_files
 from tasks.toolchains.node.results import node_validation, parse_jest_run
 from tasks.toolchains.node.tools import NodeTools
 from tasks.types import FileCoverage, SuiteProblem
@@ -35,14 +41,28 @@ from tasks.types import FileCoverage, SuiteProblem
 log = logging.getLogger(__name__)
 
 
-def coverage_sources(repo: Path, files: Sequence[str] | None = None) -> list[str]:
-    """The sources whose coverage a suite run measures: the mapping's (see
-    :mod:`tasks.toolchains.node.layout`); `files` defaults to ``git ls-files``."""
+def map_project(repo: Path, files: Sequence[str] | None = None) -> NodeMapping:
+    """The mapping of a project (see :mod:`tasks.toolchains.node.layout`), kinds read from
+    the sources' text; `files` defaults to ``git ls-files`` (or a directory walk)."""
     if files is None:
         from tasks.discovery import list_files
 
         files = list_files(repo)
-    return [m.source for m in map_files(files).files]
+    return map_files(files, lambda rel: _read_text(repo / rel))
+
+
+def _read_text(path: Path, limit: int = 1_000_000) -> str | None:
+    try:
+        if path.stat().st_size > limit:
+            return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def coverage_sources(repo: Path, files: Sequence[str] | None = None) -> list[str]:
+    """The sources whose coverage a suite run measures: the mapping's."""
+    return [m.source for m in map_project(repo, files).files]
 
 
 def run_jest(
@@ -82,7 +102,7 @@ def run_jest(
     cache_dir = scratch_base(repo) / "jest-cache"
     try:
         own = project_config(repo)
-        measured = [target] if target else list(sources or coverage_sources(repo))
+        measured, in_band = _plan(repo, specs, target, sources)
         config_file: Path | None = None
         if own is None:
             config_file = _write_config(repo, default_config(repo, tools, measured, cache_dir))
@@ -95,6 +115,7 @@ def run_jest(
             coverage=coverage,
             coverage_from=[target] if target else [],
             cache_dir=cache_dir,
+            in_band=in_band,
         )
         cmd = runner.run(argv, cwd=repo, env=jest_env(tools, run_dir), timeout_s=timeout_s)
         result, load_errors = parse_jest_run(repo, run_dir, cmd)
@@ -112,6 +133,22 @@ def run_jest(
         return suite
     finally:
         remove_scratch(run_dir)
+
+
+def _plan(
+    repo: Path, specs: list[str], target: str | None, sources: Sequence[str] | None
+) -> tuple[list[str], bool]:
+    """What the run measures, and whether it runs in band (see :data:`IN_BAND_FILES`)."""
+    needs_map = not specs or (target is None and sources is None)
+    mapping = map_project(repo) if needs_map else None
+    if target:
+        measured = [target]
+    elif sources is not None:
+        measured = list(sources)
+    else:
+        measured = [m.source for m in mapping.files] if mapping else []
+    in_band = bool(specs) or (mapping is not None and len(mapping.tests) <= IN_BAND_FILES)
+    return measured, in_band
 
 
 def _write_config(repo: Path, config: dict[str, object]) -> Path:
