@@ -10,7 +10,9 @@ Plain functions and classes, one module per concern:
   and :mod:`~tasks.toolchains.node.coverage` read what it wrote;
 - :mod:`~tasks.toolchains.node.lint`: ESLint with the project's configuration or a default;
 - :mod:`~tasks.toolchains.node.rubric`: the static rubric's findings for Jest test files;
-- :mod:`~tasks.toolchains.node.patches`: syntax checks and manifest risk for repair patches.
+- :mod:`~tasks.toolchains.node.patches`: syntax checks and manifest risk for repair patches;
+- :mod:`~tasks.toolchains.node.toolchain`: the stack as a ``Toolchain`` of the base class.
 
-Nothing here is registered yet: the toolchain interface (``tasks/toolchains/``) plugs it in.
+Nothing here is registered yet: the toolchain interface (``tasks/toolchains/``) plugs it in
+(``ToolchainName`` and ``SourceKind`` in tasks/types.py do not list node-jest and its kinds).
 """
