@@ -186,8 +186,8 @@ def test_map_files_on_a_project() -> None:
     assert by["src/components/summary.ts"].expected_test == "src/components/summary.test.ts"
     assert mapping.untested == ["src/components/summary.ts"]
     assert mapping.warnings == [
-        "src/stray.test.ts: a test file no source matches by name (its tests still run with "
-        "the suite)"
+        "src/stray.test.ts: a test file no source matches by name or import (its tests still "
+        "run with the suite)"
     ]
 
 
@@ -197,3 +197,42 @@ def test_map_files_survives_unreadable_files() -> None:
 
     mapping = map_files(["src/a.ts"], boom)
     assert [m.kind for m in mapping.files] == [NodeKind.MODULE]
+
+
+def test_feature_named_tests_map_to_what_they_import() -> None:
+    files = [
+        "src/index.ts",
+        "src/storage.ts",
+        "src/decorators/index.ts",
+        "src/decorators/expose.ts",
+        "src/esm.ts",
+        "src/legacy.js",
+        "test/functional/circular.spec.ts",
+        "test/functional/expose.spec.ts",
+        "test/storage.spec.ts",
+    ]
+    texts = {
+        "test/functional/circular.spec.ts": (
+            "import 'reflect-metadata';\n"
+            "import { defaultMetadataStorage } from '../../src/storage';\n"
+            'import { plainToInstance } from "../../src";\n'
+            "const { x } = require('../../src/legacy');\n"
+            "const later = () => import('../../src/esm.js');\n"
+            "import { Outside } from '../../../elsewhere';\n"
+        ),
+        "test/functional/expose.spec.ts": "import { Expose } from '../../src/decorators';\n",
+        "test/storage.spec.ts": "import { Other } from '../src/decorators/expose';\n",
+    }
+    mapping = map_files(files, texts.get)
+    tests = {m.source: m.tests for m in mapping.files}
+    assert tests == {
+        "src/decorators/expose.ts": [],
+        "src/decorators/index.ts": ["test/functional/expose.spec.ts"],
+        "src/esm.ts": ["test/functional/circular.spec.ts"],
+        "src/index.ts": ["test/functional/circular.spec.ts"],
+        "src/legacy.js": ["test/functional/circular.spec.ts"],
+        # storage.spec.ts is named after storage.ts: its import of decorators/expose does not
+        # count; the feature-named test's import of storage does.
+        "src/storage.ts": ["test/storage.spec.ts", "test/functional/circular.spec.ts"],
+    }
+    assert mapping.warnings == []

@@ -23,6 +23,8 @@ Mapping
     ``spec/``) at the mirrored path (``test/a/foo.spec.js``) or at the root's top
     (``test/foo.spec.js``). ``index`` files are also tested by a test named after their
     directory (``src/orders/index.ts`` <- ``src/orders.test.ts``, ``test/orders.spec.ts``).
+    A test that no source claims by name (one named after a feature) tests the sources it
+    imports directly (:mod:`tasks.toolchains.node.imports`).
 New tests
     Follow the project's majority convention (beside the source, in ``__tests__/``, or under a
     test root; ``.test`` or ``.spec``), colocated ``.test`` when there is none; the test's
@@ -45,6 +47,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import PurePosixPath
+
+from tasks.toolchains.node.imports import imported_sources
 
 #: Every extension the stack treats as code.
 CODE_EXTENSIONS = (".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs", ".mts", ".cts")
@@ -295,8 +299,14 @@ def map_files(files: Iterable[str], read: Callable[[str], str | None] | None = N
     convention = project_convention(tests)
     owners = {s: find_tests(s, tests) for s in sources}
     claimed = {t for ts in owners.values() for t in ts}
+    for test in tests:
+        if test in claimed:
+            continue
+        for source in imported_sources(test, _safe_read(read, test), sources):
+            owners[source].append(test)
+            claimed.add(test)
     warnings = [
-        f"{t}: a test file no source matches by name (its tests still run with the suite)"
+        f"{t}: a test file no source matches by name or import (its tests still run with the suite)"
         for t in tests
         if t not in claimed
     ]

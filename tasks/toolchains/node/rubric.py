@@ -22,20 +22,31 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Node
 
+from tasks.toolchains.node.rubric_file import (
+    TEST_FUNCTIONS,
+    focus_findings,
+    mocked_module_findings,
+)
+from tasks.toolchains.node.rubric_tree import (
+    FUNCTION_NODES,
+    arguments,
+    callee,
+    dialect_for,
+    first_error_line,
+    line_of,
+    parser,
+    text_of,
+    walk,
+)
 from tasks.types import Finding
 
-TEST_FUNCTIONS = frozenset({"it", "test", "fit", "xit", "xtest", "specify"})
-SUITE_FUNCTIONS = frozenset({"describe", "fdescribe", "xdescribe", "suite"})
-FOCUSED = frozenset({"fit", "fdescribe"})
-SKIPPED = frozenset({"xit", "xtest", "xdescribe"})
-FUNCTION_NODES = frozenset({"arrow_function", "function_expression", "function"})
+__all__ = ["RULES", "RuleSpec", "analyse", "dialect_for", "first_error_line"]
+
 VAGUE = frozenset({"toBeTruthy", "toBeFalsy", "toBeDefined"})
 VAGUE_NEGATED = frozenset({"toBeUndefined", "toBeNull"})
 SNAPSHOTS = frozenset(
@@ -47,7 +58,6 @@ SNAPSHOTS = frozenset(
     }
 )
 THROWS = frozenset({"toThrow", "toThrowError"})
-MOCKS = frozenset({"mock", "doMock", "unstable_mockModule"})
 DOUBLES = frozenset({"fn", "spyOn", "mock", "doMock"})
 #: More jest.fn/spyOn/mock calls than this in one test is over-mocking.
 MAX_MOCKS_PER_TEST = 3
@@ -79,90 +89,13 @@ RULES = (
     RuleSpec("skipped-test", False, 1.0, ".skip/xit/xdescribe left in: the test never runs"),
 )
 
-_PARSERS: dict[str, Parser] = {}
-
-
-def _parser(dialect: str) -> Parser:
-    # Built lazily: nothing heavy happens at import time.
-    if dialect not in _PARSERS:
-        if dialect == "javascript":
-            import tree_sitter_javascript
-
-            language = Language(tree_sitter_javascript.language())
-        else:
-            import tree_sitter_typescript
-
-            raw = (
-                tree_sitter_typescript.language_tsx()
-                if dialect == "tsx"
-                else tree_sitter_typescript.language_typescript()
-            )
-            language = Language(raw)
-        _PARSERS[dialect] = Parser(language)
-    return _PARSERS[dialect]
-
-
-def dialect_for(path: str) -> str:
-    """The grammar of a file: ``typescript``, ``tsx`` or ``javascript`` (JSX included)."""
-    suffix = PurePosixPath(path).suffix.lower()
-    if suffix in (".ts", ".mts", ".cts"):
-        return "typescript"
-    if suffix == ".tsx":
-        return "tsx"
-    return "javascript"
-
-
-def _text(node: Node | None) -> str:
-    if node is None or node.text is None:
-        return ""
-    return node.text.decode("utf-8", errors="replace")
-
-
-def _line(node: Node) -> int:
-    return node.start_point.row + 1
-
-
-def _walk(node: Node) -> Iterator[Node]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
-
-
-def _callee(call: Node) -> list[str]:
-    """A call's function as a name chain: ``it.only`` -> [it, only], ``it.each(t)`` called ->
-    [it, each, ()], ``request(app).get`` -> [request, (), get]; [] when computed."""
-    func = call.child_by_field_name("function")
-    parts: list[str] = []
-    while func is not None and func.type == "member_expression":
-        parts.append(_text(func.child_by_field_name("property")))
-        func = func.child_by_field_name("object")
-    if func is None:
-        return []
-    if func.type == "identifier":
-        base = [_text(func)]
-    elif func.type == "call_expression":
-        inner = _callee(func)
-        if not inner:
-            return []
-        base = [*inner, "()"]
-    else:
-        return []
-    return base + list(reversed(parts))
-
-
-def _arguments(call: Node) -> list[Node]:
-    args = call.child_by_field_name("arguments")
-    return [] if args is None else [c for c in args.named_children if c.type != "comment"]
-
 
 def _test_body(call: Node) -> Node | None:
     """The function of a test call (`it("x", fn)`), or None when `call` is no test."""
-    chain = _callee(call)
+    chain = callee(call)
     if not chain or chain[0] not in TEST_FUNCTIONS or "todo" in chain:
         return None
-    functions = [a for a in _arguments(call) if a.type in FUNCTION_NODES]
+    functions = [a for a in arguments(call) if a.type in FUNCTION_NODES]
     return functions[0] if functions else None
 
 
@@ -180,7 +113,7 @@ def _expect_check(call: Node) -> _Check | None:
     node = call
     parent = node.parent
     while parent is not None and parent.type == "member_expression":
-        name = _text(parent.child_by_field_name("property"))
+        name = text_of(parent.child_by_field_name("property"))
         grand = parent.parent
         if (
             grand is not None
@@ -200,7 +133,7 @@ def _classify(matcher: str, modifiers: list[str], call: Node) -> _Check:
     if matcher in THROWS:
         if negated:
             return _Check("not-throw", call)
-        if not _arguments(call):
+        if not arguments(call):
             return _Check("bare-throw", call)
     if (matcher in VAGUE and not negated) or (negated and matcher in VAGUE_NEGATED):
         return _Check("vague", call)
@@ -210,7 +143,7 @@ def _classify(matcher: str, modifiers: list[str], call: Node) -> _Check:
 def _helpers(root: Node) -> set[str]:
     """Functions of the file whose bodies hold an expectation (custom assertion helpers)."""
     names: set[str] = set()
-    for node in _walk(root):
+    for node in walk(root):
         name_node = None
         body = None
         if node.type == "function_declaration":
@@ -220,15 +153,15 @@ def _helpers(root: Node) -> set[str]:
             if value is not None and value.type in FUNCTION_NODES:
                 name_node, body = node.child_by_field_name("name"), value
         if name_node is not None and body is not None and any(_checks_in(body, frozenset())):
-            names.add(_text(name_node))
+            names.add(text_of(name_node))
     return names
 
 
 def _checks_in(body: Node, helpers: frozenset[str] | set[str]) -> Iterator[_Check]:
-    for node in _walk(body):
+    for node in walk(body):
         if node.type != "call_expression":
             continue
-        chain = _callee(node)
+        chain = callee(node)
         if chain == ["expect"]:
             check = _expect_check(node)
             if check is not None:
@@ -247,7 +180,7 @@ def _is_assert_helper(name: str) -> bool:
 
 
 def _test_findings(path: str, call: Node, body: Node, helpers: set[str]) -> list[Finding]:
-    line = _line(call)
+    line = line_of(call)
     checks = [c for c in _checks_in(body, helpers) if c.kind != "count"]
     found: list[Finding] = []
     if not checks:
@@ -286,12 +219,12 @@ def _test_findings(path: str, call: Node, body: Node, helpers: set[str]) -> list
             found.append(
                 Finding(
                     path=path,
-                    line=_line(check.node),
+                    line=line_of(check.node),
                     rule="raises-without-match",
                     message="toThrow() without the error class or message",
                 )
             )
-    mocks = [n for n in _walk(body) if n.type == "call_expression" and _is_double(n)]
+    mocks = [n for n in walk(body) if n.type == "call_expression" and _is_double(n)]
     if len(mocks) > MAX_MOCKS_PER_TEST:
         found.append(
             Finding(
@@ -301,12 +234,12 @@ def _test_findings(path: str, call: Node, body: Node, helpers: set[str]) -> list
                 message=f"{len(mocks)} jest.fn/spyOn/mock calls in one test",
             )
         )
-    for node in _walk(body):
-        if node.type == "call_expression" and _callee(node) in (["setTimeout"], ["sleep"]):
+    for node in walk(body):
+        if node.type == "call_expression" and callee(node) in (["setTimeout"], ["sleep"]):
             found.append(
                 Finding(
                     path=path,
-                    line=_line(node),
+                    line=line_of(node),
                     rule="sleep",
                     message="a real timer in a test: use jest.useFakeTimers()",
                 )
@@ -315,98 +248,8 @@ def _test_findings(path: str, call: Node, body: Node, helpers: set[str]) -> list
 
 
 def _is_double(call: Node) -> bool:
-    chain = _callee(call)
+    chain = callee(call)
     return len(chain) == 2 and chain[0] in ("jest", "vi") and chain[1] in DOUBLES
-
-
-def _without_ext(path: str) -> str:
-    base = path.rsplit(".", 1)[0] if "." in PurePosixPath(path).name else path
-    return base.removesuffix("/index")
-
-
-def _under_test(test_path: str, source: str | None) -> str | None:
-    """The module the test file tests, without extension (repository-relative when the
-    source is known, else the test's own name in its directory)."""
-    if source:
-        return _without_ext(source)
-    name = PurePosixPath(test_path).name
-    stem = name.split(".test.")[0].split(".spec.")[0]
-    return stem.rsplit(".", 1)[0] if stem == name else stem
-
-
-def _mocked_module_findings(path: str, root: Node, source: str | None) -> list[Finding]:
-    target = _under_test(path, source)
-    found: list[Finding] = []
-    for node in _walk(root):
-        if node.type != "call_expression":
-            continue
-        chain = _callee(node)
-        if len(chain) != 2 or chain[0] not in ("jest", "vi") or chain[1] not in MOCKS:
-            continue
-        args = _arguments(node)
-        if not args or args[0].type != "string":
-            continue
-        spec = _text(args[0]).strip("'\"`")
-        if not spec.startswith("."):
-            continue
-        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), spec))
-        hit = (
-            _without_ext(resolved) == target
-            if source
-            else PurePosixPath(_without_ext(resolved)).name == target
-        )
-        if hit:
-            found.append(
-                Finding(
-                    path=path,
-                    line=_line(node),
-                    rule="mock-under-test",
-                    message=f"jest.{chain[1]}('{spec}') replaces the module under test: "
-                    "the test then checks the mock, not the code",
-                )
-            )
-    return found
-
-
-def _focus_findings(path: str, call: Node) -> list[Finding]:
-    parent = call.parent
-    if (
-        parent is not None
-        and parent.type == "call_expression"
-        and parent.child_by_field_name("function") == call
-    ):
-        return []  # it.skip.each(table): reported once, at the call that runs it
-    chain = _callee(call)
-    if not chain or chain[0] not in TEST_FUNCTIONS | SUITE_FUNCTIONS:
-        return []
-    if chain[0] in FOCUSED or "only" in chain:
-        return [
-            Finding(
-                path=path,
-                line=_line(call),
-                rule="focused-test",
-                message=f"{'.'.join(c for c in chain if c != '()')} left in: every other "
-                "test of the file stops running",
-            )
-        ]
-    if chain[0] in SKIPPED or "skip" in chain:
-        return [
-            Finding(
-                path=path,
-                line=_line(call),
-                rule="skipped-test",
-                message=f"{'.'.join(c for c in chain if c != '()')}: the test never runs",
-            )
-        ]
-    return []
-
-
-def first_error_line(root: Node) -> int:
-    """The line of the first syntax error (ERROR or missing node) of a tree."""
-    for node in _walk(root):
-        if node.type == "ERROR" or node.is_missing:
-            return _line(node)
-    return 1
 
 
 def analyse(path: str, text: str, source: str | None = None) -> tuple[list[Finding], int]:
@@ -422,18 +265,18 @@ def analyse(path: str, text: str, source: str | None = None) -> tuple[list[Findi
         The findings (a single ``syntax`` finding when the file does not parse) and the number
         of tests.
     """
-    tree = _parser(dialect_for(path)).parse(text.encode("utf-8"))
+    tree = parser(dialect_for(path)).parse(text.encode("utf-8"))
     root = tree.root_node
     if root.has_error:
         message = "the file does not parse (it cannot load): fix the syntax first"
         return [Finding(path=path, line=first_error_line(root), rule="syntax", message=message)], 0
     helpers = _helpers(root)
-    findings = _mocked_module_findings(path, root, source)
+    findings = mocked_module_findings(path, root, source)
     tests = 0
-    for node in _walk(root):
+    for node in walk(root):
         if node.type != "call_expression":
             continue
-        findings.extend(_focus_findings(path, node))
+        findings.extend(focus_findings(path, node))
         body = _test_body(node)
         if body is not None:
             tests += 1
