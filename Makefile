@@ -4,14 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 APT_PACKAGES := ruby ruby-rspec ruby-rspec-rails ruby-rails ruby-factory-bot-rails ruby-simplecov \
 	rubocop ruby-sqlite3 ruby-rspec-junit-formatter bubblewrap git chromium chromium-driver \
-	docker.io docker-compose debootstrap
+	docker.io docker-compose debootstrap postgresql redis-server ruby-pg nodejs
 SETUP_STAMP := $(VENV)/.setup-stamp
 
 .PHONY: setup demo test lint typecheck pytest bench clean
 
 setup: $(SETUP_STAMP)
 
-$(SETUP_STAMP): pyproject.toml uv.lock scripts/setup.sh
+$(SETUP_STAMP): pyproject.toml uv.lock scripts/setup.sh toolchains/node/package-lock.json
 	APT_PACKAGES="$(APT_PACKAGES)" bash scripts/setup.sh
 	touch $(SETUP_STAMP)
 

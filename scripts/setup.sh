@@ -16,6 +16,26 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The node-jest toolchain: npm (Debian's, when the installed nodejs does not bring its own) and
+# the Node tools pinned by toolchains/node/package-lock.json, installed there without running
+# any package's scripts. Re-installed only when the lock changes; never during a test run.
+if [ -f toolchains/node/package-lock.json ] && command -v node >/dev/null 2>&1; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "setup: installing Debian's npm" >&2
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
+  fi
+  lock_digest="$(sha256sum toolchains/node/package-lock.json | cut -d' ' -f1)"
+  node_stamp=toolchains/node/node_modules/.autopilot-lock
+  if [ "$(cat "$node_stamp" 2>/dev/null)" != "$lock_digest" ]; then
+    echo "setup: installing the Node tools (npm ci in toolchains/node)" >&2
+    (cd toolchains/node && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+    echo "$lock_digest" >"$node_stamp"
+  fi
+fi
+
 PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 # uv is run as a module of the interpreter that has it, so no PATH or shim refresh is needed.
 if ! "$PYTHON" -m uv --version >/dev/null 2>&1; then

@@ -1,0 +1,212 @@
+"""Python: a virtual environment from the project's lock or requirements, plus pytest and
+coverage, built once into ``envs/python-<key>``.
+
+What the environment is built from, first match wins:
+
+1. ``uv.lock`` -> ``uv sync --frozen --no-install-project --all-extras`` (the lock as it is,
+   the default groups and those named for tests or development, such as ``testing``, the
+   project itself left out: the worktree's code is what the tests import);
+2. requirements files (``requirements-dev.txt``, ``requirements/test.txt``, ...,
+   ``requirements.txt``) -> ``uv pip install -r ...`` (or pip when uv is not installed);
+3. ``pyproject.toml`` alone -> its ``[project]`` dependencies and optional dependencies.
+
+Then pytest and coverage are added when the project does not pin them, and the bytecode is
+compiled for the environment's final place (the sandbox shows it read-only, so an uncompiled
+environment would compile pytest on every run). The key is the digest of those files and the
+base interpreter's version.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from shutil import which
+
+from tasks.envs.classify import classify
+from tasks.envs.install import StepResult, install_env, run_step
+from tasks.envs.store import BuildFailed, EnvRecord
+
+#: Requirements files, most specific to the tests first; every one present is installed.
+REQUIREMENTS = (
+    "requirements-dev.txt",
+    "requirements-test.txt",
+    "requirements_dev.txt",
+    "requirements_test.txt",
+    "dev-requirements.txt",
+    "test-requirements.txt",
+    "requirements/dev.txt",
+    "requirements/test.txt",
+    "requirements/tests.txt",
+    "requirements.txt",
+)
+RUNNER_PACKAGES = ("pytest", "coverage")
+_TEST_GROUP = re.compile(r"^(?:dev|develop|development)$|test", re.IGNORECASE)
+
+
+def lock_inputs(project: Path) -> list[Path]:
+    """The files the environment is built from; empty when there is nothing to install."""
+    if (project / "uv.lock").is_file() and (project / "pyproject.toml").is_file():
+        return [project / "pyproject.toml", project / "uv.lock"]
+    reqs = [project / r for r in REQUIREMENTS if (project / r).is_file()]
+    if reqs:
+        return reqs
+    if _pyproject_requirements(project):
+        return [project / "pyproject.toml"]
+    return []
+
+
+def default_base_python() -> str:
+    """The interpreter Autopilot runs on, outside any virtualenv (``sys._base_executable``)."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return os.path.realpath(base)
+
+
+@functools.cache
+def toolchain_id(python: str) -> str:
+    """``sys.version`` and the platform of `python` (asked once per process).
+
+    Raises:
+        BuildFailed: the interpreter cannot run (cause ``tool_missing``).
+    """
+    probe = "import sys, platform; print(sys.version.replace(chr(10), ' '), platform.machine())"
+    try:
+        done = subprocess.run(
+            [python, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildFailed("tool_missing", f"{python}: cannot run ({exc})") from None
+    if done.returncode != 0:
+        raise BuildFailed("tool_missing", f"{python}: {done.stderr.strip()[:200]}")
+    return done.stdout.strip()
+
+
+def digest_inputs(project: Path, files: list[Path]) -> dict[str, str]:
+    """Repository-relative input file -> its sha256."""
+    return {
+        f.relative_to(project).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest() for f in files
+    }
+
+
+def _pyproject_requirements(project: Path) -> list[str]:
+    try:
+        data = tomllib.loads((project / "pyproject.toml").read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    found = data.get("project")
+    meta: dict = found if isinstance(found, dict) else {}
+    reqs = [r for r in meta.get("dependencies") or [] if isinstance(r, str)]
+    for group in (meta.get("optional-dependencies") or {}).values():
+        reqs += [r for r in group if isinstance(r, str)] if isinstance(group, list) else []
+    return reqs
+
+
+def test_groups(project: Path) -> list[str]:
+    """The project's dependency groups that tests need besides the default ones: those named
+    for tests or development (``test``, ``testing``, ``dev``): projects keep pytest plugins
+    there."""
+    try:
+        data = tomllib.loads((project / "pyproject.toml").read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    groups = data.get("dependency-groups")
+    names = groups.keys() if isinstance(groups, dict) else []
+    return sorted(n for n in names if _TEST_GROUP.search(n))
+
+
+def _uv() -> str | None:
+    return which("uv")
+
+
+def build(
+    project: Path,
+    tmp: Path,
+    final: Path,
+    log_path: Path,
+    *,
+    base_python: str,
+    toolchain: str,
+    inputs: dict[str, str],
+    network: bool,
+    timeout_s: float,
+) -> EnvRecord:
+    """Create the virtualenv in `tmp` (to live at `final`) and install into it.
+
+    Raises:
+        BuildFailed: one line naming the cause (unknown package, no registry access, a
+            missing native library, a lock that needs updating, uv missing for a uv.lock).
+    """
+    started = time.monotonic()
+    deadline = started + timeout_s
+    uv = _uv()
+    env = install_env({} if network else {"UV_OFFLINE": "1", "PIP_NO_INDEX": "1"})
+    venv = tmp / "venv"
+    py = str(venv / "bin" / "python")
+    commands: list[list[str]] = []
+
+    def step(argv: list[str], cwd: Path = project) -> StepResult:
+        commands.append(argv)
+        remaining = max(1.0, deadline - time.monotonic())
+        done = run_step(
+            argv, cwd=cwd, env=env, timeout_s=remaining, log_path=log_path, network=network
+        )
+        if not done.ok:
+            raise BuildFailed(*classify(done, "python", network=network))
+        return done
+
+    if "uv.lock" in inputs:
+        if uv is None:
+            raise BuildFailed("tool_missing", "uv.lock needs uv to install (install uv)")
+        env["UV_PROJECT_ENVIRONMENT"] = str(venv)
+        sync = [uv, "sync", "--frozen", "--no-install-project", "--all-extras"]
+        groups = [arg for group in test_groups(project) for arg in ("--group", group)]
+        step([*sync, *groups, "--python", base_python])
+    else:
+        if uv is not None:
+            step([uv, "venv", "--quiet", "--python", base_python, str(venv)])
+            install = [uv, "pip", "install", "--python", py]
+        else:
+            step([base_python, "-m", "venv", str(venv)])
+            install = [py, "-m", "pip", "install", "--disable-pip-version-check"]
+        reqs = [f for f in inputs if f.endswith(".txt")]
+        if reqs:
+            step([*install, *[a for r in reqs for a in ("-r", r)]])
+        elif extra := _pyproject_requirements(project):
+            step([*install, *extra])
+    missing = _missing(py, RUNNER_PACKAGES)
+    if missing:
+        pip = [uv, "pip", "install", "--python", py] if uv else [py, "-m", "pip", "install"]
+        step([*pip, *missing])
+    # Bytecode as if compiled where the environment will live (tracebacks name that place).
+    site = venv / "lib"
+    step([py, "-m", "compileall", "-q", "-j", "0", "-s", str(tmp), "-p", str(final), str(site)])
+    return EnvRecord(
+        name=final.name,
+        stack="python",
+        key=final.name.split("-", 1)[1],
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        inputs=inputs,
+        toolchain=toolchain,
+        commands=[" ".join(c) for c in commands],
+        network_used=network,
+        build_s=round(time.monotonic() - started, 3),
+    )
+
+
+def _missing(python: str, packages: tuple[str, ...]) -> list[str]:
+    """Which of `packages` the environment's interpreter cannot find."""
+    probe = (
+        "import importlib.util, sys\n"
+        "print(' '.join(p for p in sys.argv[1:] if importlib.util.find_spec(p) is None))"
+    )
+    done = subprocess.run(
+        [python, "-c", probe, *packages], capture_output=True, text=True, timeout=60
+    )
+    return done.stdout.split() if done.returncode == 0 else list(packages)

@@ -1,0 +1,167 @@
+"""One run's services: started together, shown to the sandbox as one socket directory, given
+one database per file job, and stopped and removed at the end, also on failure or when the
+process running them is killed (the reaper)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from tasks.envs.needs import RunNeeds, RunnerLike
+from tasks.services.binaries import choose, postgres_servers, redis_servers
+from tasks.services.identity import RunDirs, make_run_dirs, server_identity
+from tasks.services.postgres import Postgres, database_name
+from tasks.services.procs import kill_in
+from tasks.services.redis import Redis
+from tasks.services.schema import prepare_schema
+from tasks.services.settings import ServicesSettings
+
+log = logging.getLogger(__name__)
+REAPER = Path(__file__).with_name("reaper.py")
+
+
+class Services:
+    """The running services of one run (see :func:`running_services`)."""
+
+    def __init__(self, settings: ServicesSettings, dirs: RunDirs | None) -> None:
+        self.settings = settings
+        self.dirs = dirs
+        self.postgres: Postgres | None = None
+        self.redis: Redis | None = None
+        self.schema: str | None = None
+        self._jobs: dict[str, RunNeeds] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def template(self) -> str:
+        """The template database the schema is loaded into."""
+        return self.settings.database
+
+    def needs(self) -> RunNeeds:
+        """The socket directory (read-only) and the variables for the template database."""
+        if self.dirs is None:
+            return RunNeeds()
+        env: dict[str, str] = {}
+        if self.postgres is not None:
+            env |= self.postgres.env(self.template)
+        if self.redis is not None:
+            env |= self.redis.env(0)
+        return RunNeeds(dirs=(str(self.dirs.sock),), env=env)
+
+    def prepare_schema(self, runner: RunnerLike, project: Path) -> str | None:
+        """Load the schema into the template database, the project's way, in the sandbox
+        (`runner` must show :meth:`needs`' directory). Returns the command run, if any."""
+        if self.postgres is None:
+            return None
+        self.schema = prepare_schema(
+            runner,
+            project,
+            self.needs().env,
+            declared=self.settings.schema_command,
+            timeout_s=self.settings.schema_timeout_s,
+        )
+        return self.schema
+
+    def for_job(self, job: str) -> RunNeeds:
+        """The needs of file job `job`: its own copy of the template database (made once),
+        its own Redis database number."""
+        with self._lock:
+            if job in self._jobs:
+                return self._jobs[job]
+            base = self.needs()
+            env = dict(base.env)
+            if self.postgres is not None:
+                name = database_name(self.template, f"{len(self._jobs) + 1}_{job}")
+                self.postgres.create_database(name, template=self.template)
+                env |= self.postgres.env(name)
+            if self.redis is not None:
+                env |= self.redis.env(len(self._jobs) + 1)
+            needs = RunNeeds(dirs=base.dirs, env=env)
+            self._jobs[job] = needs
+            return needs
+
+    def job_env(self, job: str) -> Mapping[str, str]:
+        """Only the variables of :meth:`for_job`."""
+        return self.for_job(job).env
+
+
+@contextlib.contextmanager
+def running_services(
+    settings: ServicesSettings, *, parent: str | None = None
+) -> Iterator[Services]:
+    """Start the declared services; stop them and remove everything on exit.
+
+    With nothing declared this yields an empty :class:`Services` (no directory, no process).
+
+    Raises:
+        ServiceError: a server is missing, a version pin cannot be met, or a server did not
+            start (one line); whatever had started is stopped and removed first.
+    """
+    if not settings.any:
+        yield Services(settings, None)
+        return
+    pg = (
+        choose("postgres", settings.postgres, postgres_servers(), "postgresql")
+        if (settings.postgres is not False)
+        else None
+    )
+    rd = (
+        choose("redis", settings.redis, redis_servers(), "redis-server")
+        if (settings.redis is not False)
+        else None
+    )
+    identity = server_identity()
+    dirs = make_run_dirs(identity, parent)
+    reaper = _start_reaper(dirs.base)
+    services = Services(settings, dirs)
+    try:
+        if pg is not None:
+            services.postgres = Postgres(pg, dirs, identity)
+            services.postgres.start(settings.start_timeout_s)
+            services.postgres.create_database(services.template)
+        if rd is not None:
+            services.redis = Redis(rd, dirs, identity)
+            services.redis.start(settings.start_timeout_s)
+        yield services
+    finally:
+        _stop(services, dirs)
+        _release_reaper(reaper)
+
+
+def _stop(services: Services, dirs: RunDirs) -> None:
+    for server in (services.redis, services.postgres):
+        if server is not None:
+            try:
+                server.stop()
+            except Exception as exc:  # cleanup goes on whatever one server does
+                log.warning("stopping %s: %s", type(server).__name__, exc)
+    kill_in(str(dirs.base), grace_s=2.0)
+    shutil.rmtree(dirs.base, ignore_errors=True)
+    log.info("services stopped and %s removed", dirs.base)
+
+
+def _start_reaper(base: Path) -> subprocess.Popen[bytes]:
+    # The pipe's write end stays in this process only (Python's pipes are close-on-exec), so
+    # the servers started later never keep the reaper waiting.
+    return subprocess.Popen(
+        [sys.executable, "-I", str(REAPER), str(base)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _release_reaper(reaper: subprocess.Popen[bytes]) -> None:
+    try:
+        assert reaper.stdin is not None
+        reaper.stdin.close()
+        reaper.wait(timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("the services' reaper did not finish: %s", exc)

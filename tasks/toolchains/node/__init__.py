@@ -1,0 +1,20 @@
+"""The node-jest toolchain: JavaScript and TypeScript tested with Jest.
+
+Plain functions and classes, one module per concern:
+
+- :mod:`~tasks.toolchains.node.tools`: node and the tools ``make setup`` installs (or the
+  project's own ``node_modules``), and what the sandbox must show;
+- :mod:`~tasks.toolchains.node.layout`: sources, tests, the mapping, kinds, new test paths;
+- :mod:`~tasks.toolchains.node.jest` and :mod:`~tasks.toolchains.node.run`: the Jest command
+  (coverage, jest-junit) run through a command runner; :mod:`~tasks.toolchains.node.results`
+  and :mod:`~tasks.toolchains.node.coverage` read what it wrote;
+- :mod:`~tasks.toolchains.node.lint`: ESLint with the project's configuration or a default;
+- :mod:`~tasks.toolchains.node.rubric`: the static rubric's findings for Jest test files;
+- :mod:`~tasks.toolchains.node.patches`: syntax checks and manifest risk for repair patches;
+- :mod:`~tasks.toolchains.node.toolchain`: the stack as a ``Toolchain`` of the base class.
+
+Nothing here is registered yet: the toolchain interface (``tasks/toolchains/``) plugs it in
+(the registry does not list node-jest yet).
+
+May import: tasks.core, tasks.facts, tasks.keep, tasks.toolchains (never another stack).
+"""

@@ -1,0 +1,159 @@
+"""Where the node-jest toolchain's programs live: Node, and the tools `make setup` installs.
+
+Autopilot's own tools (Jest, ts-jest, TypeScript, jest-junit, ESLint and its default
+configuration, jsdom and Testing Library, supertest, the common type packages) are installed by
+``make setup`` with ``npm ci --ignore-scripts`` from the committed ``toolchains/node/
+package-lock.json`` into ``toolchains/node/node_modules`` of the checkout (``AUTOPILOT_NODE_TOOLS``
+names another directory holding the same install). The sandbox shows that directory read-only;
+nothing is ever installed during a run.
+
+A project's own ``node_modules`` wins when it has one: the declared ``node_modules`` (a path
+relative to the repository, like the ``python`` setting), else ``<repo>/node_modules`` when it
+exists. Its Jest, ts-jest, TypeScript and ESLint are used when present; ours fill the gaps
+(jest-junit is always ours: the project need not have it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from tasks.toolchains.base import ToolchainError
+
+#: The environment variable naming another install of the toolchain directory.
+TOOLS_ENV = "AUTOPILOT_NODE_TOOLS"
+#: The packages Autopilot's install must hold for a run (a partial install is an error).
+REQUIRED = ("jest", "ts-jest", "typescript", "jest-junit", "eslint")
+
+
+def checkout_tools_dir() -> Path:
+    """``toolchains/node`` of the checkout this module belongs to."""
+    return Path(__file__).resolve().parents[3] / "toolchains" / "node"
+
+
+def default_tools_dir() -> Path:
+    """The toolchain directory: ``$AUTOPILOT_NODE_TOOLS`` or the checkout's
+    ``toolchains/node``."""
+    env = os.environ.get(TOOLS_ENV)
+    return Path(env).resolve() if env else checkout_tools_dir()
+
+
+def find_node() -> str:
+    """The ``node`` program (Debian's ``nodejs`` package installs ``/usr/bin/node``).
+
+    Raises:
+        ToolchainError: no node on PATH.
+    """
+    node = shutil.which("node")
+    if node is None:
+        raise ToolchainError(
+            "node is not installed: run `make setup` (it installs Debian's nodejs package)"
+        )
+    return node
+
+
+def declared_modules(repo: Path, declared: str | None) -> Path | None:
+    """The project's ``node_modules``: the declared one (relative to the repository, never
+    outside it), else ``<repo>/node_modules`` when it is a directory, else None.
+
+    Raises:
+        ToolchainError: the declared path leaves the repository or does not exist.
+    """
+    root = repo.resolve()
+    if declared:
+        rel = PurePosixPath(declared)
+        if rel.is_absolute() or ".." in rel.parts:
+            raise ToolchainError(f"node_modules {declared!r}: must be a path inside the repository")
+        path = (root / rel).resolve()
+        if not path.is_relative_to(root) or not path.is_dir():
+            raise ToolchainError(f"node_modules {declared!r}: no such directory in {root}")
+        return path
+    found = root / "node_modules"
+    return found if found.is_dir() else None
+
+
+@dataclass(frozen=True)
+class NodeTools:
+    """The programs of one run: node, and where each tool comes from."""
+
+    node: str
+    #: Autopilot's ``toolchains/node`` directory (holds ``node_modules`` and the default
+    #: ESLint configuration).
+    home: Path
+    #: The project's own ``node_modules``, or None.
+    project_modules: Path | None = None
+
+    @property
+    def modules(self) -> Path:
+        """Autopilot's ``node_modules``."""
+        return self.home / "node_modules"
+
+    def package(self, name: str) -> Path:
+        """The directory of package `name`: the project's when it has it, else ours."""
+        if self.project_modules is not None:
+            own = self.project_modules / name
+            if (own / "package.json").is_file():
+                return own
+        return self.modules / name
+
+    def own(self, name: str) -> bool:
+        """Whether package `name` comes from the project's ``node_modules``."""
+        return self.project_modules is not None and self.package(name).is_relative_to(
+            self.project_modules
+        )
+
+    @property
+    def jest(self) -> str:
+        """Jest's command-line entry point (``jest/bin/jest.js``)."""
+        return str(self.package("jest") / "bin" / "jest.js")
+
+    @property
+    def eslint(self) -> str:
+        """ESLint's command-line entry point (``eslint/bin/eslint.js``)."""
+        return str(self.package("eslint") / "bin" / "eslint.js")
+
+    @property
+    def junit_reporter(self) -> str:
+        """jest-junit, always Autopilot's."""
+        return str(self.modules / "jest-junit")
+
+    @property
+    def default_eslint_config(self) -> str:
+        """The small ESLint configuration for tests of projects without one."""
+        return str(self.home / "eslint.config.mjs")
+
+    def sandbox_dirs(self) -> list[str]:
+        """What the sandbox must show read-only: Autopilot's toolchain directory, and the
+        real locations of anything it links to outside itself. (The project's node_modules
+        lies inside the worktree, which is shown anyway.)"""
+        dirs = [str(self.home)]
+        real = os.path.realpath(self.home)
+        if real != str(self.home):
+            dirs.append(real)
+        return dirs
+
+    def node_path(self) -> str:
+        """``NODE_PATH``: Autopilot's node_modules, after the project's (Node and Jest's
+        resolver try the project's own first by walking up from each file)."""
+        return str(self.modules)
+
+
+def resolve_tools(
+    repo: Path, *, declared: str | None = None, home: Path | None = None
+) -> NodeTools:
+    """The tools of a run in `repo`.
+
+    Raises:
+        ToolchainError: node is missing, Autopilot's install is missing or partial (run
+            ``make setup``), or the declared node_modules is bad.
+    """
+    home = (home or default_tools_dir()).resolve()
+    missing = [n for n in REQUIRED if not (home / "node_modules" / n / "package.json").is_file()]
+    if missing:
+        raise ToolchainError(
+            f"the node toolchain in {home} lacks {', '.join(missing)}: run `make setup` "
+            "(npm ci --ignore-scripts in toolchains/node)"
+        )
+    return NodeTools(node=find_node(), home=home, project_modules=declared_modules(repo, declared))
