@@ -94,13 +94,21 @@ def test_tasks_run_in_the_dask_worker_processes_and_report_to_the_server(
     pids = {pid for _, pid in results}
     assert pids <= workers  # every task in a worker process, none in this one
     assert len(pids) == 2  # and both workers took a share
-    # The workers reported each task run to the real server.
-    runs = server.post(
-        "/task_runs/filter",
-        {"flow_runs": {"id": {"any_": [str(state.state_details.flow_run_id)]}}},
-    )
+    # The workers reported each task run to the real server. Their states arrive through the
+    # server's event pipeline, a moment after the results: wait for them (bounded), then check.
+    query = {"flow_runs": {"id": {"any_": [str(state.state_details.flow_run_id)]}}}
+    deadline = time.monotonic() + 120
+    runs = server.post("/task_runs/filter", query)
+    while time.monotonic() < deadline and not _all_completed(runs, 6):
+        time.sleep(0.5)
+        runs = server.post("/task_runs/filter", query)
     assert sorted(r["name"] for r in runs) == [f"where {i}" for i in range(6)]
-    assert {r["state"]["type"] for r in runs} == {"COMPLETED"}
+    assert {(r.get("state") or {}).get("type") for r in runs} == {"COMPLETED"}
+
+
+def _all_completed(runs: list[dict[str, Any]], count: int) -> bool:
+    states = [(r.get("state") or {}).get("type") for r in runs]
+    return len(states) == count and set(states) == {"COMPLETED"}
 
 
 def test_nightly_with_dask_address_runs_per_file_tasks_on_the_workers(
