@@ -13,8 +13,8 @@ class EnvSettings(BaseModel):
     prepare: bool = Field(
         True,
         description="Build the project's environment from its lock file before the test runs "
-        "(Gemfile.lock; uv.lock, requirements or pyproject dependencies); off: the system's "
-        "gems or the `python` setting only",
+        "(the toolchain names the files); off: the system's packages or the interpreter "
+        "setting only",
     )
     network: bool = Field(
         True,
@@ -30,11 +30,11 @@ class EnvSettings(BaseModel):
     keep: int = Field(10, ge=1, description="At most this many environments are kept")
     bundle_path: str | None = Field(
         None,
-        description="A bundle the user installed themselves (BUNDLE_PATH, e.g. vendor/bundle "
-        "built by `bundle install --path`), used instead of a prepared environment",
+        description="A bundle the user installed themselves (BUNDLE_PATH, e.g. vendor/bundle), "
+        "used instead of a prepared environment",
     )
     ruby: str | None = Field(
         None,
-        description="The Ruby interpreter whose bin/ goes first on the sandbox's PATH (e.g. an "
-        "rbenv or ruby-build installation); default: the system's",
+        description="An interpreter whose bin/ goes first on the sandbox's PATH (e.g. an rbenv "
+        "installation) for the stacks that read it; default: the system's",
     )

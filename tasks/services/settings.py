@@ -37,8 +37,7 @@ class ServicesSettings(BaseModel):
     schema_command: str | None = Field(
         None,
         description="How the project prepares its database schema, run once in the sandbox "
-        "against the template database (default for Rails: bin/rails db:schema:load when "
-        "db/schema.rb or db/structure.sql exists, else bin/rails db:prepare)",
+        "against the template database (default: the toolchain's convention, if it has one)",
     )
     database: str = Field(
         "autopilot_test",
