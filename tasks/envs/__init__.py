@@ -11,7 +11,8 @@ Public: :func:`prepare_environment` (build or reuse; a typed :class:`PreparedEnv
 :func:`runner_with` (what a sandbox must show and set), :class:`EnvSettings` (the ``[envs]``
 settings), :func:`prune_envs` and :func:`list_envs`.
 
-May import: the standard library, pydantic, ``tasks.core.errors``/``tasks.core.types`` (types only).
+May import: the standard library, pydantic, ``tasks.core.errors``/``tasks.core.types`` (types only),
+``tasks.core.run_settings`` (its settings group).
 Nothing here imports the sandbox, the model or a flow; the install step is the only code in
 Autopilot allowed to reach the package registries.
 """
