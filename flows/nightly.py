@@ -39,9 +39,11 @@ from flows.audit import artifact_key, check_specs, map_sources, run_name
 from flows.inputs import nightly_settings
 from flows.runtime import with_shared_model_limit
 from tasks.audit.baseline import run_baseline
+from tasks.audit.prepared import prepared_run
 from tasks.audit.report import AuditReport, suite_report
 from tasks.core.config import Settings
-from tasks.core.types import Mapping
+from tasks.core.run_context import job_context
+from tasks.core.types import Mapping, ValidationResult
 from tasks.generate.cache import default_store_dir
 from tasks.generate.job import NO_MODEL, FileJob, failed, run_file_job, skipped
 from tasks.generate.loop import DEFAULT_MAX_ITERATIONS
@@ -108,8 +110,10 @@ def baseline_suite(
     cache_policy=NO_CACHE,
 )
 def generate_tests(job: FileJob) -> FileOutcome:
-    """One target's generate -> lint -> run -> fix loop and gates (or its stored outcome)."""
-    return run_file_job(job, lambda: _client(job))
+    """One target's generate -> lint -> run -> fix loop and gates (or its stored outcome), on
+    its own database when the run has services."""
+    with job_context(job.target.source):
+        return run_file_job(job, lambda: _client(job))
 
 
 def _nightly_run_name() -> str:
@@ -287,11 +291,28 @@ class _Baseline:
 def _nightly_in(
     project: Path, wt: Path, path: Path, commit: str, settings: Settings, work: _Work
 ) -> tuple[_Baseline, list[Target], list[FileOutcome]]:
-    """The run inside the worktree: the baseline, the targets, and their outcomes."""
+    """The run inside the worktree, its environment and services ready: the baseline, the
+    targets, and their outcomes (none when the environment or a service is not ready)."""
     mapping = map_sources(project, settings.toolchain)
-    runner = make_runner(settings.sandbox, root=wt)
-    chain = toolchain_for(settings, mapping.toolchain)
-    baseline = _baseline(project, chain, runner, mapping, path, commit, settings)
+    with prepared_run(settings, project, wt, mapping.toolchain) as ready:
+        with job_context("baseline"):  # its own database: the template stays clean
+            runner = make_runner(settings.sandbox, root=wt)
+            chain = toolchain_for(settings, mapping.toolchain)
+            baseline = _baseline(
+                project, chain, runner, mapping, path, commit, settings, ready.problem
+            )
+        return _targets_and_outcomes(project, path, settings, work, mapping, baseline)
+
+
+def _targets_and_outcomes(
+    project: Path,
+    path: Path,
+    settings: Settings,
+    work: _Work,
+    mapping: Mapping,
+    baseline: _Baseline,
+) -> tuple[_Baseline, list[Target], list[FileOutcome]]:
+    """The targets the baseline leaves, and their file jobs' outcomes."""
     targets = (
         []
         if baseline.error
@@ -340,9 +361,16 @@ def _baseline(
     path: Path,
     commit: str,
     settings: Settings,
+    not_ready: str | None = None,
 ) -> _Baseline:
-    """The suite with coverage and the static rubric of the mapped specs, before any change."""
-    suite = baseline_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
+    """The suite with coverage and the static rubric of the mapped specs, before any change
+    (not run when `not_ready` says why the environment or a service is missing)."""
+    if not_ready:
+        log.error("the run's environment is not ready: %s; no test is written", not_ready)
+        validation = ValidationResult(toolchain=chain.name, loaded=False, load_error=not_ready)
+        suite = SuiteResult(validation=validation)
+    else:
+        suite = baseline_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
     specs = sorted({s for f in mapping.files for s in f.specs} | set(suite.broken))
     report = suite_report(
         repo=str(path),
@@ -360,9 +388,10 @@ def _baseline(
         report.summary.untested,
         100 * report.summary.line_coverage,
     )
-    return _Baseline(
-        report=report, suite=suite, error=None if suite.ran else _baseline_error(suite)
-    )
+    error = None if suite.ran else _baseline_error(suite)
+    if not_ready:
+        error = f"the baseline suite did not run: {not_ready}"
+    return _Baseline(report=report, suite=suite, error=error)
 
 
 def _count_calls(report: NightlyReport, client: ModelClient | None) -> None:

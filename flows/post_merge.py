@@ -31,8 +31,10 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows.audit import artifact_key, run_name
 from flows.inputs import repair_settings
 from flows.runtime import with_shared_model_limit
+from tasks.audit.prepared import PreparedRun, prepared_run
 from tasks.core.config import Settings
 from tasks.core.errors import ArchiveError, AutopilotError, BadInputError
+from tasks.core.run_context import job_context
 from tasks.core.types import Mapping, SuiteProblem, TestCaseResult
 from tasks.keep.archive import Archive, RunArchive, open_archive
 from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
@@ -96,15 +98,19 @@ def scout(
     if reports:
         cases, errors = read_reports([Path(r) for r in reports], user_repo, client)
         return cases, errors, None
-    runner = make_runner(settings.sandbox, root=project)
-    cases, problem = failures_from_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
+    with job_context("scout"):  # its own database: the template stays clean
+        runner = make_runner(settings.sandbox, root=project)
+        timeout = settings.sandbox.spec_timeout_s
+        cases, problem = failures_from_suite(project, chain, runner, timeout)
     return cases, [], problem
 
 
 @task(name="repair-group", task_run_name="repair {state.group.id}", cache_policy=NO_CACHE)
 def repair_group(state: GroupState, env: RepairEnv, saver: _Saver) -> GroupState:
-    """One group's loop until done or a person is needed (never raises for a tool failure)."""
-    return run_group(state, env, saver.group)
+    """One group's loop until done or a person is needed (never raises for a tool failure), on
+    its own database when the run has services."""
+    with job_context(state.group.id):
+        return run_group(state, env, saver.group)
 
 
 def _post_merge_run_name() -> str:
@@ -160,21 +166,23 @@ def post_merge(
         with worktree(root, commit) as wt:
             project = wt / sub if sub else wt
             mapping = map_repo(project, settings.toolchain)
-            chain = toolchain_for(settings, mapping.toolchain)
-            if earlier is not None:
-                state = reopen(earlier, run_id, run_archive.uri)
-                saver.run(state, "resumed")
-            else:
-                state = _scouted(path, reports or [], project, chain, mapping, settings, client)
-                state.run_id, state.base_commit, state.project = run_id, commit, sub
-                state.archive_uri = run_archive.uri
-                saver.run(state, "scout")
-            if state.groups and client is None:
-                _no_model(state)
-            elif state.groups and client is not None:
-                failing = [t for g in state.groups for t in g.group.tests]
-                env = RepairEnv(client, settings, root, sub, commit, chain, project, failing)
-                _repair_groups(state, env, saver, human_poll_s)
+            with prepared_run(settings, project, wt, mapping.toolchain) as ready:
+                chain = toolchain_for(settings, mapping.toolchain)
+                if earlier is not None:
+                    state = reopen(earlier, run_id, run_archive.uri)
+                    saver.run(state, "resumed")
+                else:
+                    given = reports or []
+                    state = _scouted(path, given, project, chain, mapping, settings, client, ready)
+                    state.run_id, state.base_commit, state.project = run_id, commit, sub
+                    state.archive_uri = run_archive.uri
+                    saver.run(state, "scout")
+                if state.groups and (client is None or ready.problem):
+                    _to_person(state, ready.problem)
+                elif state.groups and client is not None:
+                    failing = [t for g in state.groups for t in g.group.tests]
+                    env = RepairEnv(client, settings, root, sub, commit, chain, project, failing)
+                    _repair_groups(state, env, saver, human_poll_s)
     finally:
         if client is not None:
             # Every model call: role, model, prompt name/version/hash, tokens, latency, retries.
@@ -191,10 +199,17 @@ def _scouted(
     mapping: Mapping,
     settings: Settings,
     client: ModelClient | None,
+    ready: PreparedRun,
 ) -> RepairState:
     """A new run's state: the failing tests grouped by signature (and the group a person must
-    take when the suite cannot start at all)."""
-    cases, report_errors, blocked = scout(user_repo, reports, project, chain, settings, client)
+    take when the suite cannot start at all, or its environment or services are not ready)."""
+    if ready.problem and not reports:
+        cases: list[TestCaseResult] = []
+        report_errors: list[str] = []
+        blocked: SuiteProblem | None = not_ready_problem(ready.problem)
+    else:
+        cases, report_errors, blocked = scout(user_repo, reports, project, chain, settings, client)
+        blocked = not_ready_problem(ready.problem) if ready.problem else blocked
     failing = fill_test_files([c for c in cases if c.status in ("failed", "error")], project, chain)
     rules = chain.file_rules(project)
     groups = [GroupState(group=g) for g in group_failures(failing, rules, mapping)]
@@ -211,13 +226,22 @@ def _scouted(
     )
 
 
-def _no_model(state: RepairState) -> None:
-    """Without a model, every open group goes to a person."""
+def _to_person(state: RepairState, not_ready: str | None) -> None:
+    """Without a model, or without the run's environment or services, every open group goes
+    to a person."""
+    why = (
+        f"the run's environment is not ready: {not_ready}"
+        if not_ready
+        else "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
+    )
     for g in state.groups:
         if g.outcome is None:
-            g.handoff_reasons.append(
-                "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
-            )
+            g.handoff_reasons.append(why)
+
+
+def not_ready_problem(line: str) -> SuiteProblem:
+    """The run's environment or services not ready, as the suite problem a person takes."""
+    return SuiteProblem(tool="autopilot", cause="environment", message=line)
 
 
 def _close(state: RepairState, saver: _Saver, run_archive: RunArchive, name: str) -> RepairSummary:

@@ -36,8 +36,8 @@ from tasks.toolchains.files import FileRules
 
 if TYPE_CHECKING:
     from tasks.core.config import Settings
+    from tasks.core.run_context import PreparedLike
     from tasks.envs.builder import EnvBuilder
-    from tasks.envs.types import PreparedEnv
     from tasks.toolchains.mutants import Mutation
 
 #: RuboCop and ruff runs are bounded (the field report used 60 s for RuboCop).
@@ -313,7 +313,7 @@ class Toolchain(ABC):
         """How this stack's prepared environment is built (cache level 2), or None."""
         return None
 
-    def using_env(self, env: PreparedEnv) -> Toolchain:
+    def using_env(self, env: PreparedLike) -> Toolchain:
         """This toolchain running its tests with the prepared `env` (its interpreter)."""
         return self
 

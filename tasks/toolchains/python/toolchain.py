@@ -29,7 +29,7 @@ from tasks.toolchains.python.pytest_config import python_test_roots
 
 if TYPE_CHECKING:
     from tasks.core.config import Settings
-    from tasks.envs.types import PreparedEnv
+    from tasks.core.run_context import PreparedLike
 
 _NAME = re.compile(r"[A-Za-z_][\w-]*")
 _COLLECTING = re.compile(
@@ -108,7 +108,7 @@ class PythonPytestToolchain(Toolchain):
         setting names the user's own interpreter."""
         return PythonEnvBuilder() if self.python is None else None
 
-    def using_env(self, env: PreparedEnv) -> Toolchain:
+    def using_env(self, env: PreparedLike) -> Toolchain:
         if env.interpreter is None or self.python is not None:
             return self
         return type(self)(python=env.interpreter, prepare=self.prepare, home=self.home)

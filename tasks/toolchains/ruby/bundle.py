@@ -10,7 +10,7 @@ already has (Debian's ``ruby-*`` packages) stay usable through ``GEM_PATH``, so 
 lock needs beyond them is installed. Offline first (installed gems and ``vendor/cache``); the
 registries only when that is not enough and the network is allowed.
 
-A sandboxed run then gets ``GEM_HOME``/``GEM_PATH``/``BUNDLE_GEMFILE``/``BUNDLE_FROZEN``/
+A sandboxed run then gets ``GEM_HOME``/``GEM_PATH``/``BUNDLE_FROZEN``/
 ``BUNDLE_APP_CONFIG`` and sees the environment directory read-only.
 """
 
@@ -31,7 +31,6 @@ from tasks.envs.install import StepResult, install_env, run_step
 from tasks.envs.needs import RunNeeds
 from tasks.envs.settings import EnvSettings
 from tasks.envs.store import BuildFailed, EnvRecord
-from tasks.envs.types import PROJECT
 from tasks.toolchains.ruby.bundle_errors import bundler_rules
 
 _PROBE = 'print RUBY_DESCRIPTION, " bundler ", (require "bundler"; Bundler::VERSION)'
@@ -152,7 +151,8 @@ class BundleBuilder:
         return {
             "GEM_HOME": home,
             "GEM_PATH": ":".join([home, *record.extra.get("gem_path", [])]),
-            "BUNDLE_GEMFILE": f"{PROJECT}/Gemfile",
+            # No BUNDLE_GEMFILE: Bundler finds the Gemfile from the run's directory, which is
+            # the worktree or a file job's copy of it (an absolute path would name only one).
             **({"BUNDLER_VERSION": bundler} if bundler else {}),
             # The lock is the truth: Bundler may neither re-resolve nor write it.
             "BUNDLE_FROZEN": "true",
@@ -172,11 +172,7 @@ class BundleBuilder:
             where = os.path.join(project, os.path.expanduser(settings.bundle_path))
             bundle = os.path.abspath(where)
             dirs.append(bundle)
-            env |= {
-                "BUNDLE_PATH": bundle,
-                "BUNDLE_GEMFILE": str(Path(project) / "Gemfile"),
-                "BUNDLE_FROZEN": "true",
-            }
+            env |= {"BUNDLE_PATH": bundle, "BUNDLE_FROZEN": "true"}
         if settings.ruby:
             ruby = os.path.abspath(os.path.expanduser(settings.ruby))
             dirs.append(os.path.dirname(os.path.dirname(ruby)))
