@@ -36,6 +36,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 
 from flows.audit import artifact_key, check_specs, map_sources, run_name
+from flows.deliver import deliver
 from flows.inputs import nightly_settings
 from flows.runtime import with_shared_model_limit
 from tasks.audit.baseline import run_baseline
@@ -211,6 +212,7 @@ def nightly(
     max_model_calls: int | None = None,
     file_time_limit_s: float | None = None,
     shared_model_limit: str | None = None,
+    pr: bool = False,
 ) -> NightlyReport:
     """Write or improve the tests of `repo` at `ref`; accepted files land on a new branch.
 
@@ -230,6 +232,8 @@ def nightly(
         shared_model_limit: a Prefect global concurrency limit every model call of the run takes
             a slot of (default ``model.shared_limit``); created with ``model.max_concurrency``
             slots when missing. Needed when files run in several processes (Dask workers).
+        pr: push the branch and open a pull request on the configured forge (``[forge]``),
+            its body the run's summary.
     """
     from prefect.runtime import flow_run
 
@@ -257,8 +261,22 @@ def nightly(
         baseline_error=baseline.error,
     )
     _count_calls(report, client)
-    branch = commit_accepted(root, sub, commit, outcomes, today, push=push)
+    branch = commit_accepted(root, sub, commit, outcomes, today, push=push and not pr)
     report.branch, report.branch_commit, report.push_error = branch
+    if pr:
+        delivery = deliver(
+            root,
+            report.branch,
+            settings=settings,
+            push=True,
+            pr=True,
+            title=f"Autopilot nightly: tests for {path.name}",
+            summary=markdown_summary(report),
+            archive_uri=None,
+            commit=commit,
+        )
+        report.push_error = delivery.push_error or report.push_error
+        report.pull_request = delivery.pull_request
     archive_run(report, baseline.report, targets, archive or settings.archive_uri, today)
     key = artifact_key("nightly", path.name)
     create_table_artifact(table_rows(report.files), key=key, description=f"Nightly of {path.name}")
