@@ -52,9 +52,7 @@ def _ci_and_worker(tmp_path: Path, bucket: str) -> tuple[Path, Path, str, str]:
     git(dev, "push", "-q", str(bare), "HEAD:main")
     failing = git(dev, "rev-parse", "HEAD").strip()
     reports = tmp_path / "ci-reports"
-    get_toolchain("python-pytest").run_specs(
-        dev, [], None, SubprocessRunner(), reports_dir=reports
-    )
+    get_toolchain("python-pytest").run_specs(dev, [], None, SubprocessRunner(), reports_dir=reports)
     key = f"ci/{failing}/junit.xml"
     boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=(reports / "junit.xml").read_bytes())
     return worker, bare, failing, f"s3://{bucket}/{key}"
