@@ -85,6 +85,7 @@ RSpec.describe Loan, type: :model do
   end
 end
 """
+BLANK = " "  # a blank context line of a diff: a single space
 SEARCH_FIX = f"""```diff
 --- a/{BOOK}
 +++ b/{BOOK}
@@ -92,7 +93,7 @@ SEARCH_FIX = f"""```diff
    scope :tagged, ->(tag) {{ where("tags @> ?", [tag].to_json) }}
 -  scope :search, ->(text) {{ where("title LIKE ?", "%#{{sanitize_sql_like(text)}}%") }}
 +  scope :search, ->(text) {{ where("title ILIKE ?", "%#{{sanitize_sql_like(text)}}%") }}
- 
+{BLANK}
 ```
 """
 
