@@ -12,6 +12,7 @@ from pathlib import Path
 from tasks.ci_inputs import push_fix_branch
 from tasks.core.config import Settings
 from tasks.forge import open_pull_request, pull_request_body
+from tasks.generate.report import NightlyReport
 
 log = logging.getLogger(__name__)
 
@@ -63,3 +64,20 @@ def deliver(
     outcome = open_pull_request(settings.forge, head=branch, title=title, body=body)
     line = outcome.url if outcome.status == "opened" and outcome.url else outcome.one_line()
     return Delivery(pull_request=line, pull_request_ok=outcome.ok)
+
+
+def open_nightly_pr(
+    root: Path, report: NightlyReport, settings: Settings, summary: str
+) -> Delivery:
+    """The nightly's ``--pr``: its branch pushed and proposed, the summary as the body."""
+    return deliver(
+        root,
+        report.branch,
+        settings=settings,
+        push=True,
+        pr=True,
+        title=f"Autopilot nightly: tests for {Path(report.repo).name}",
+        summary=summary,
+        archive_uri=report.archive_uri,
+        commit=None,  # the summary names the base commit; "failing commit" is the repair's
+    )

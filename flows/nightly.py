@@ -36,7 +36,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 
 from flows.audit import artifact_key, check_specs, map_sources, run_name
-from flows.deliver import deliver
+from flows.deliver import open_nightly_pr
 from flows.inputs import nightly_settings
 from flows.runtime import with_shared_model_limit
 from tasks.audit.baseline import run_baseline
@@ -264,17 +264,7 @@ def nightly(
     branch = commit_accepted(root, sub, commit, outcomes, today, push=push and not pr)
     report.branch, report.branch_commit, report.push_error = branch
     if pr:
-        delivery = deliver(
-            root,
-            report.branch,
-            settings=settings,
-            push=True,
-            pr=True,
-            title=f"Autopilot nightly: tests for {path.name}",
-            summary=markdown_summary(report),
-            archive_uri=None,
-            commit=commit,
-        )
+        delivery = open_nightly_pr(root, report, settings, markdown_summary(report))
         report.push_error = delivery.push_error or report.push_error
         report.pull_request = delivery.pull_request
     archive_run(report, baseline.report, targets, archive or settings.archive_uri, today)

@@ -13,10 +13,12 @@ import pytest
 
 from tasks.services import processes_in
 from tests.examples_repo import git, make_example_repo
+from tests.fakes.forge_server import FakeForge, forge_fixture  # noqa: F401
 from tests.fakes.mistral_server import MistralServer, Rule
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
 from tests.flows.test_nightly_rails import reply
 from tests.flows.test_post_merge import is_surgeon
+from tests.flows.test_post_merge_ci import RemoteBranches
 
 pytestmark = pytest.mark.slow
 
@@ -109,17 +111,29 @@ def _services_left(before: set[Path]) -> list[Path]:
     return left
 
 
-def test_nightly_writes_a_database_spec_accepted_on_a_branch(
+def test_nightly_writes_a_database_spec_accepted_on_a_branch_and_proposed(
     tmp_path: Path,
     mistral_server: MistralServer,
     prefect_harness: None,
     monkeypatch: pytest.MonkeyPatch,
+    forge: FakeForge,
 ) -> None:
     from flows.nightly import nightly
 
     monkeypatch.setenv("AUTOPILOT_GATES__FLAKY_RUNS", "1")
     monkeypatch.setenv("AUTOPILOT_MODEL__JUDGE_SAMPLES", "1")
     repo = make_example_repo("rails_pg", tmp_path / "library")
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
+    git(repo, "remote", "add", "origin", str(bare))
+    forge.state.branches = RemoteBranches(bare)
+    for name, value in {
+        "KIND": "gitlab",
+        "REPOSITORY": "acme/shop",
+        "API_URL": f"{forge.url}/api/v4",
+    }.items():
+        monkeypatch.setenv(f"AUTOPILOT_FORGE__{name}", value)
+    monkeypatch.setenv("AUTOPILOT_FORGE_TOKEN", forge.state.token)
     verdict = {"score": 0.8, "reasons": ["exact values"], "missing": []}
     mistral_server.add(
         Rule(name="judge", schema_name="judge_verdict", replies=[json.dumps(verdict)])
@@ -131,13 +145,24 @@ def test_nightly_writes_a_database_spec_accepted_on_a_branch(
     )
     before = set(Path("/tmp").glob("ap-svc-*"))
 
-    report = nightly(repo=str(repo), only=[SOURCE], max_iterations=2, archive=str(tmp_path / "a"))
+    report = nightly(
+        repo=str(repo), only=[SOURCE], max_iterations=2, archive=str(tmp_path / "a"), pr=True
+    )
 
     assert report.baseline_error is None
     [outcome] = report.files
     assert outcome.verdict == "accepted", outcome.reasons
     assert outcome.coverage_after == 1.0
     assert report.branch and git(repo, "show", f"{report.branch}:{SPEC}") == LOAN_SPEC
+    # Pushed to the remote and proposed as a GitLab merge request, the summary as its body.
+    assert git(bare, "show", f"{report.branch}:{SPEC}") == LOAN_SPEC
+    (req,) = forge.requests
+    assert req.path == "/api/v4/projects/acme%2Fshop/merge_requests"
+    description = req.body["description"]
+    assert req.body["source_branch"] == report.branch and req.body["target_branch"] == "main"
+    assert description.startswith("# Nightly of") and "Flow run:" in description
+    assert report.pull_request and report.pull_request.startswith("http"), report.pull_request
+    assert report.push_error is None
     assert _services_left(before) == []
 
 
