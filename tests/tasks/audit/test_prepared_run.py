@@ -18,7 +18,7 @@ from tasks.core.run_context import current_run_context, job_context
 from tasks.sandbox.make import make_runner
 from tasks.services import processes_in
 from tasks.toolchains.registry import toolchain_for
-from tests.envs_projects import ruby_money
+from tests.envs_projects import py_words, ruby_money
 from tests.examples_repo import git, make_example_repo
 
 pytestmark = pytest.mark.slow
@@ -62,6 +62,28 @@ def test_audit_runs_through_the_prepared_env_built_once(
     assert second.suite.ran and second.summary.tests.passed == first.summary.tests.passed
     assert _envs(home) == [env]
     assert (env / ".autopilot" / "build.log").read_bytes() == build_log
+
+
+def test_python_project_needing_a_package_from_the_index_is_audited_through_its_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`inflection` is in no toolchain of ours: the audit's toolchain runs with the prepared
+    environment's interpreter (toolchain_for inside the run), built once, reused."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("AUTOPILOT_HOME", str(home))
+    monkeypatch.setenv("AUTOPILOT_SANDBOX__BACKEND", "bwrap")
+    project = _committed(py_words(tmp_path), "")
+
+    first = audit_repo(project)
+    assert first.suite.ran and first.summary.tests.passed >= 1, first.suite
+    assert first.summary.tests.failed == 0 and first.summary.tests.errors == 0
+    [env] = sorted(p for p in (home / "envs").glob("python-*") if p.is_dir())
+    built = (env / ".autopilot" / "build.log").read_bytes()
+
+    second = audit_repo(project)
+    assert second.suite.ran and second.summary.tests.passed == first.summary.tests.passed
+    assert (env / ".autopilot" / "build.log").read_bytes() == built
+    assert sorted(p for p in (home / "envs").glob("python-*") if p.is_dir()) == [env]
 
 
 def test_unresolvable_lock_is_one_line_and_no_run(
