@@ -135,6 +135,9 @@ def nightly(
         float | None, typer.Option("--file-time-limit", help="Seconds per file (between steps).")
     ] = None,
     json_out: JsonOpt = False,
+    pr: Annotated[
+        bool, typer.Option("--pr", help="Push the branch and open a pull request ([forge]).")
+    ] = False,
 ) -> None:
     """Generate and improve tests for the files that need it most; accepted work on a branch."""
     from flows.commands.nightly import run
@@ -155,6 +158,7 @@ def nightly(
             file_time_limit_s=file_time_limit,
             json_out=json_out,
             verbose=_verbose(ctx),
+            pr=pr,
         )
     )
 
@@ -164,8 +168,10 @@ def repair(
     ctx: typer.Context,
     repo: RepoOpt = Path("."),
     report: Annotated[
-        list[Path] | None,
-        typer.Option("--report", help="JUnit XML or RSpec JSON report (repeatable)."),
+        list[str] | None,
+        typer.Option(
+            "--report", help="JUnit XML or RSpec JSON report: a path or s3:// URI (repeatable)."
+        ),
     ] = None,
     ref: Annotated[str, typer.Option("--ref", help="The merged commit.")] = "HEAD",
     max_retries: Annotated[int | None, typer.Option("--max-retries", min=0)] = None,
@@ -181,6 +187,14 @@ def repair(
             help="Go on from an earlier run (its run_id) in the same archive.",
         ),
     ] = None,
+    commit: Annotated[
+        str | None,
+        typer.Option("--commit", help="The failing commit (fetched from origin if missing)."),
+    ] = None,
+    push: Annotated[bool, typer.Option("--push", help="Push the fix branch.")] = False,
+    pr: Annotated[
+        bool, typer.Option("--pr", help="Push it and open a pull request ([forge]).")
+    ] = False,
 ) -> None:
     """Repair failing tests after a merge: diagnose, patch, audit, hand off when unsure."""
     from flows.commands.repair import run
@@ -196,6 +210,9 @@ def repair(
             json_out=json_out,
             verbose=_verbose(ctx),
             resume=resume,
+            commit=commit,
+            push=push,
+            pr=pr,
         )
     )
 

@@ -103,3 +103,14 @@ def check_eval(repo: Path, regressions: int, only: list[str] | None) -> None:
     root, _ = subdir_in_repo(repo)
     resolve_commit(root, "HEAD")
     detect_toolchain(repo, settings.toolchain)
+
+
+def check_report_uris(uris: list[str]) -> None:
+    """Raise BadInputError for an ``s3://`` report URI without a bucket or a key."""
+    from tasks.ci_inputs.reports import split_s3
+
+    for uri in uris:
+        try:
+            split_s3(uri)
+        except ValueError as exc:
+            raise BadInputError(f"--report {uri}: {exc}") from None

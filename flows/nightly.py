@@ -36,12 +36,15 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 
 from flows.audit import artifact_key, check_specs, map_sources, run_name
+from flows.deliver import open_nightly_pr
 from flows.inputs import nightly_settings
 from flows.runtime import with_shared_model_limit
 from tasks.audit.baseline import run_baseline
+from tasks.audit.prepared import prepared_run
 from tasks.audit.report import AuditReport, suite_report
 from tasks.core.config import Settings
-from tasks.core.types import Mapping
+from tasks.core.run_context import job_context
+from tasks.core.types import Mapping, ValidationResult
 from tasks.generate.cache import default_store_dir
 from tasks.generate.job import NO_MODEL, FileJob, failed, run_file_job, skipped
 from tasks.generate.loop import DEFAULT_MAX_ITERATIONS
@@ -108,8 +111,10 @@ def baseline_suite(
     cache_policy=NO_CACHE,
 )
 def generate_tests(job: FileJob) -> FileOutcome:
-    """One target's generate -> lint -> run -> fix loop and gates (or its stored outcome)."""
-    return run_file_job(job, lambda: _client(job))
+    """One target's generate -> lint -> run -> fix loop and gates (or its stored outcome), on
+    its own database when the run has services."""
+    with job_context(job.target.source):
+        return run_file_job(job, lambda: _client(job))
 
 
 def _nightly_run_name() -> str:
@@ -207,6 +212,7 @@ def nightly(
     max_model_calls: int | None = None,
     file_time_limit_s: float | None = None,
     shared_model_limit: str | None = None,
+    pr: bool = False,
 ) -> NightlyReport:
     """Write or improve the tests of `repo` at `ref`; accepted files land on a new branch.
 
@@ -226,6 +232,8 @@ def nightly(
         shared_model_limit: a Prefect global concurrency limit every model call of the run takes
             a slot of (default ``model.shared_limit``); created with ``model.max_concurrency``
             slots when missing. Needed when files run in several processes (Dask workers).
+        pr: push the branch and open a pull request on the configured forge (``[forge]``),
+            its body the run's summary.
     """
     from prefect.runtime import flow_run
 
@@ -253,8 +261,12 @@ def nightly(
         baseline_error=baseline.error,
     )
     _count_calls(report, client)
-    branch = commit_accepted(root, sub, commit, outcomes, today, push=push)
+    branch = commit_accepted(root, sub, commit, outcomes, today, push=push and not pr)
     report.branch, report.branch_commit, report.push_error = branch
+    if pr:
+        delivery = open_nightly_pr(root, report, settings, markdown_summary(report))
+        report.push_error = delivery.push_error or report.push_error
+        report.pull_request = delivery.pull_request
     archive_run(report, baseline.report, targets, archive or settings.archive_uri, today)
     key = artifact_key("nightly", path.name)
     create_table_artifact(table_rows(report.files), key=key, description=f"Nightly of {path.name}")
@@ -287,11 +299,28 @@ class _Baseline:
 def _nightly_in(
     project: Path, wt: Path, path: Path, commit: str, settings: Settings, work: _Work
 ) -> tuple[_Baseline, list[Target], list[FileOutcome]]:
-    """The run inside the worktree: the baseline, the targets, and their outcomes."""
+    """The run inside the worktree, its environment and services ready: the baseline, the
+    targets, and their outcomes (none when the environment or a service is not ready)."""
     mapping = map_sources(project, settings.toolchain)
-    runner = make_runner(settings.sandbox, root=wt)
-    chain = toolchain_for(settings, mapping.toolchain)
-    baseline = _baseline(project, chain, runner, mapping, path, commit, settings)
+    with prepared_run(settings, project, wt, mapping.toolchain) as ready:
+        with job_context("baseline"):  # its own database: the template stays clean
+            runner = make_runner(settings.sandbox, root=wt)
+            chain = toolchain_for(settings, mapping.toolchain)
+            baseline = _baseline(
+                project, chain, runner, mapping, path, commit, settings, ready.problem
+            )
+        return _targets_and_outcomes(project, path, settings, work, mapping, baseline)
+
+
+def _targets_and_outcomes(
+    project: Path,
+    path: Path,
+    settings: Settings,
+    work: _Work,
+    mapping: Mapping,
+    baseline: _Baseline,
+) -> tuple[_Baseline, list[Target], list[FileOutcome]]:
+    """The targets the baseline leaves, and their file jobs' outcomes."""
     targets = (
         []
         if baseline.error
@@ -340,9 +369,16 @@ def _baseline(
     path: Path,
     commit: str,
     settings: Settings,
+    not_ready: str | None = None,
 ) -> _Baseline:
-    """The suite with coverage and the static rubric of the mapped specs, before any change."""
-    suite = baseline_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
+    """The suite with coverage and the static rubric of the mapped specs, before any change
+    (not run when `not_ready` says why the environment or a service is missing)."""
+    if not_ready:
+        log.error("the run's environment is not ready: %s; no test is written", not_ready)
+        validation = ValidationResult(toolchain=chain.name, loaded=False, load_error=not_ready)
+        suite = SuiteResult(validation=validation)
+    else:
+        suite = baseline_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
     specs = sorted({s for f in mapping.files for s in f.specs} | set(suite.broken))
     report = suite_report(
         repo=str(path),
@@ -360,9 +396,10 @@ def _baseline(
         report.summary.untested,
         100 * report.summary.line_coverage,
     )
-    return _Baseline(
-        report=report, suite=suite, error=None if suite.ran else _baseline_error(suite)
-    )
+    error = None if suite.ran else _baseline_error(suite)
+    if not_ready:
+        error = f"the baseline suite did not run: {not_ready}"
+    return _Baseline(report=report, suite=suite, error=error)
 
 
 def _count_calls(report: NightlyReport, client: ModelClient | None) -> None:

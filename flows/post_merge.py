@@ -18,8 +18,10 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
+import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +31,14 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.audit import artifact_key, run_name
+from flows.deliver import Delivery, deliver
 from flows.inputs import repair_settings
 from flows.runtime import with_shared_model_limit
+from tasks.audit.prepared import PreparedRun, prepared_run
+from tasks.ci_inputs import ensure_commit, fetch_reports
 from tasks.core.config import Settings
 from tasks.core.errors import ArchiveError, AutopilotError, BadInputError
+from tasks.core.run_context import job_context
 from tasks.core.types import Mapping, SuiteProblem, TestCaseResult
 from tasks.keep.archive import Archive, RunArchive, open_archive
 from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
@@ -96,15 +102,19 @@ def scout(
     if reports:
         cases, errors = read_reports([Path(r) for r in reports], user_repo, client)
         return cases, errors, None
-    runner = make_runner(settings.sandbox, root=project)
-    cases, problem = failures_from_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
+    with job_context("scout"):  # its own database: the template stays clean
+        runner = make_runner(settings.sandbox, root=project)
+        timeout = settings.sandbox.spec_timeout_s
+        cases, problem = failures_from_suite(project, chain, runner, timeout)
     return cases, [], problem
 
 
 @task(name="repair-group", task_run_name="repair {state.group.id}", cache_policy=NO_CACHE)
 def repair_group(state: GroupState, env: RepairEnv, saver: _Saver) -> GroupState:
-    """One group's loop until done or a person is needed (never raises for a tool failure)."""
-    return run_group(state, env, saver.group)
+    """One group's loop until done or a person is needed (never raises for a tool failure), on
+    its own database when the run has services."""
+    with job_context(state.group.id):
+        return run_group(state, env, saver.group)
 
 
 def _post_merge_run_name() -> str:
@@ -127,12 +137,16 @@ def post_merge(
     archive: str | None = None,
     human_poll_s: int = 10,
     resume: str | None = None,
+    commit: str | None = None,
+    push: bool = False,
+    pr: bool = False,
 ) -> RepairSummary:
     """Repair the failing tests of `repo` at `ref`; returns the summary (issue 6's JSON).
 
     Args:
         repo: the project (a git work tree or a directory inside one).
-        reports: JUnit XML / RSpec JSON reports; none: the suite is run in the sandbox.
+        reports: JUnit XML / RSpec JSON reports, local paths or ``s3://`` URIs (fetched);
+            none: the suite is run in the sandbox.
         ref: the merged commit the failures belong to.
         max_retries: surgeon revisions per group (default: settings, 3).
         human_timeout: seconds to wait for a person per hand-off (default: settings).
@@ -140,6 +154,11 @@ def post_merge(
         human_poll_s: how often a paused run checks for an answer.
         resume: the id of an earlier run in the same archive to go on from: its groups at
             their last archived step, at its base commit (`reports` and `ref` are not used).
+        commit: the failing commit CI names (instead of `ref`): fetched from ``origin`` when
+            the clone lacks it.
+        push: push the fix branch to ``origin``.
+        pr: push it and open a pull request on the configured forge (``[forge]``), its body
+            the run's summary.
     """
     from prefect.runtime import flow_run
 
@@ -148,39 +167,100 @@ def post_merge(
         repair_settings(path, max_retries, human_timeout, archive), None
     )
     root, sub = subdir_in_repo(path)
+    if commit and not resume:
+        ref = ensure_commit(root, commit).sha
     run_id = str(flow_run.id or uuid.uuid4())
     archive_root = open_archive(settings.archive_uri, home=settings.home)
     earlier = _resumed_state(archive_root, resume) if resume else None
-    commit = resolve_commit(root, earlier.base_commit if earlier else ref)
+    base = resolve_commit(root, earlier.base_commit if earlier else ref)
     run_archive = archive_root.run("post_merge", run_id, dt.date.today())
     saver = _Saver(run_archive)
     # The model is needed only when something fails (or a raw log needs the scout).
     client = ModelClient.from_settings(settings) if settings.model_configured else None
     try:
-        with worktree(root, commit) as wt:
-            project = wt / sub if sub else wt
-            mapping = map_repo(project, settings.toolchain)
-            chain = toolchain_for(settings, mapping.toolchain)
-            if earlier is not None:
-                state = reopen(earlier, run_id, run_archive.uri)
-                saver.run(state, "resumed")
-            else:
-                state = _scouted(path, reports or [], project, chain, mapping, settings, client)
-                state.run_id, state.base_commit, state.project = run_id, commit, sub
-                state.archive_uri = run_archive.uri
-                saver.run(state, "scout")
-            if state.groups and client is None:
-                _no_model(state)
-            elif state.groups and client is not None:
-                failing = [t for g in state.groups for t in g.group.tests]
-                env = RepairEnv(client, settings, root, sub, commit, chain, project, failing)
-                _repair_groups(state, env, saver, human_poll_s)
+        with tempfile.TemporaryDirectory(prefix="autopilot-reports-") as fetched_dir:
+            given, fetch_errors = _local_reports(reports or [], Path(fetched_dir))
+            run = _Run(run_id, base, sub, run_archive.uri, given, fetch_errors, human_poll_s)
+            state = _repair_in(path, root, settings, run, earlier, saver, client)
     finally:
         if client is not None:
             # Every model call: role, model, prompt name/version/hash, tokens, latency, retries.
             saver.put("model-calls.json", [r.model_dump(mode="json") for r in client.records])
             client.close()
-    return _close(state, saver, run_archive, path.name)
+    _settle(state)
+    delivery = deliver(
+        root,
+        state.branch,
+        settings=settings,
+        push=push,
+        pr=pr,
+        title=f"Autopilot: fix tests broken by {base[:12]}",
+        summary=summary_markdown(state, path.name),
+        archive_uri=run_archive.uri,
+        commit=base,
+    )
+    return _close(state, saver, run_archive, path.name, delivery)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run's identity and inputs inside the flow."""
+
+    run_id: str
+    commit: str
+    sub: str
+    archive_uri: str
+    reports: list[str]
+    report_errors: list[str]
+    human_poll_s: int
+
+
+def _local_reports(reports: list[str], dest: Path) -> tuple[list[str], list[str]]:
+    """Local report paths as they are, ``s3://`` ones fetched into `dest`; one line per
+    report that could not be fetched."""
+    uris = [r for r in reports if r.startswith("s3://")]
+    local = [r for r in reports if not r.startswith("s3://")]
+    if not uris:
+        return local, []
+    fetched = fetch_reports(uris, dest)
+    return local + [str(p) for p in fetched.paths], list(fetched.errors)
+
+
+def _repair_in(
+    path: Path,
+    root: Path,
+    settings: Settings,
+    run: _Run,
+    earlier: RepairState | None,
+    saver: _Saver,
+    client: ModelClient | None,
+) -> RepairState:
+    """The run in a worktree at its commit, with its environment and services ready."""
+    with worktree(root, run.commit) as wt:
+        project = wt / run.sub if run.sub else wt
+        mapping = map_repo(project, settings.toolchain)
+        with prepared_run(settings, project, wt, mapping.toolchain) as ready:
+            chain = toolchain_for(settings, mapping.toolchain)
+            if earlier is not None:
+                state = reopen(earlier, run.run_id, run.archive_uri)
+                saver.run(state, "resumed")
+            else:
+                state = _scouted(
+                    path, run.reports, project, chain, mapping, settings, client, ready
+                )
+                state.run_id, state.base_commit, state.project = run.run_id, run.commit, run.sub
+                state.archive_uri = run.archive_uri
+                state.report_errors = [*run.report_errors, *state.report_errors]
+                saver.run(state, "scout")
+            if state.groups and (client is None or ready.problem):
+                _to_person(state, ready.problem)
+            elif state.groups and client is not None:
+                failing = [t for g in state.groups for t in g.group.tests]
+                env = RepairEnv(
+                    client, settings, root, run.sub, run.commit, chain, project, failing
+                )
+                _repair_groups(state, env, saver, run.human_poll_s)
+    return state
 
 
 def _scouted(
@@ -191,10 +271,17 @@ def _scouted(
     mapping: Mapping,
     settings: Settings,
     client: ModelClient | None,
+    ready: PreparedRun,
 ) -> RepairState:
     """A new run's state: the failing tests grouped by signature (and the group a person must
-    take when the suite cannot start at all)."""
-    cases, report_errors, blocked = scout(user_repo, reports, project, chain, settings, client)
+    take when the suite cannot start at all, or its environment or services are not ready)."""
+    if ready.problem and not reports:
+        cases: list[TestCaseResult] = []
+        report_errors: list[str] = []
+        blocked: SuiteProblem | None = not_ready_problem(ready.problem)
+    else:
+        cases, report_errors, blocked = scout(user_repo, reports, project, chain, settings, client)
+        blocked = not_ready_problem(ready.problem) if ready.problem else blocked
     failing = fill_test_files([c for c in cases if c.status in ("failed", "error")], project, chain)
     rules = chain.file_rules(project)
     groups = [GroupState(group=g) for g in group_failures(failing, rules, mapping)]
@@ -211,22 +298,41 @@ def _scouted(
     )
 
 
-def _no_model(state: RepairState) -> None:
-    """Without a model, every open group goes to a person."""
+def _to_person(state: RepairState, not_ready: str | None) -> None:
+    """Without a model, or without the run's environment or services, every open group goes
+    to a person."""
+    why = (
+        f"the run's environment is not ready: {not_ready}"
+        if not_ready
+        else "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
+    )
     for g in state.groups:
         if g.outcome is None:
-            g.handoff_reasons.append(
-                "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
-            )
+            g.handoff_reasons.append(why)
 
 
-def _close(state: RepairState, saver: _Saver, run_archive: RunArchive, name: str) -> RepairSummary:
-    """The run's end: every group decided, the summary archived, the artifacts published."""
+def not_ready_problem(line: str) -> SuiteProblem:
+    """The run's environment or services not ready, as the suite problem a person takes."""
+    return SuiteProblem(tool="autopilot", cause="environment", message=line)
+
+
+def _settle(state: RepairState) -> None:
+    """Every group decided: a group still open needs a person."""
     for g in state.groups:
         if g.outcome is None:  # a PASSED patch that could not be committed is handled above
             g.outcome = "needs_human"
         g.finished_at = g.finished_at or now()
-    result = RepairSummary.of(state)
+
+
+def _close(
+    state: RepairState, saver: _Saver, run_archive: RunArchive, name: str, delivery: Delivery
+) -> RepairSummary:
+    """The run's end: the summary (with the push and pull request outcomes) archived, the
+    artifacts published."""
+    _settle(state)
+    result = RepairSummary.of(state).model_copy(
+        update={"push_error": delivery.push_error, "pull_request": delivery.pull_request}
+    )
     saver.run(state, "final")
     saver.put("summary.json", result.model_dump(mode="json"))
     try:
@@ -290,11 +396,21 @@ def _artifacts(state: RepairState, name: str) -> None:
         )
     key = artifact_key("post-merge", name)
     create_table_artifact(rows, key=key, description=f"Repair of {name}")
+    create_markdown_artifact(summary_markdown(state, name), key=f"{key}-summary")
+
+
+def summary_markdown(state: RepairState, name: str) -> str:
+    """The run's markdown summary (the Prefect artifact and the pull request's body)."""
     m = metrics(state.groups)
-    create_markdown_artifact(
-        f"# Post-merge repair of {name}\n\nBranch: {state.branch or '(none)'}\n\n"
-        f"- autonomous fix rate: {m.autonomous_fix_rate:.0%}\n"
-        f"- human intervention rate: {m.human_intervention_rate:.0%}\n"
-        f"- mean time to fix: {m.mean_time_to_fix_s}s\n- tokens: {m.tokens}\n",
-        key=f"{key}-summary",
-    )
+    lines = [
+        f"# Post-merge repair of {name}\n",
+        f"Branch: {state.branch or '(none)'}\n",
+        f"- autonomous fix rate: {m.autonomous_fix_rate:.0%}",
+        f"- human intervention rate: {m.human_intervention_rate:.0%}",
+        f"- mean time to fix: {m.mean_time_to_fix_s}s\n- tokens: {m.tokens}",
+    ]
+    if state.groups:
+        lines.append("\n| group | tests | outcome |\n| --- | --- | --- |")
+        for g in state.groups:
+            lines.append(f"| {g.group.id} | {len(g.group.tests)} | {g.outcome} |")
+    return "\n".join(lines) + "\n"

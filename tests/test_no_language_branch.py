@@ -28,10 +28,6 @@ ALLOWED: dict[str, str] = {
     "tasks/core/types.py": "field descriptions name the report formats and tools, as examples",
     "tasks/core/config.py": "the settings a stack reads (the project's Python interpreter)",
     "tasks/core/secrets.py": "code file suffixes of many languages: credentials.rb is code",
-    # Debts, each with its issue: the per-stack parts move into tasks/toolchains/<stack>/.
-    "tasks/envs/": "DEBT (issue 14 wiring): prepared environments per stack, to move into "
-    "the stacks behind a Toolchain hook",
-    "tasks/services/": "DEBT (issue 14 wiring): schema preparation names the stacks' commands",
     "tasks/sandbox/view.py": "the /etc entries the stacks' tools read are in the view the "
     "sandbox builds before any toolchain is chosen",
 }

@@ -55,6 +55,7 @@ def run(
     verbose: bool | int = False,
     max_model_calls: int | None = None,
     file_time_limit_s: float | None = None,
+    pr: bool = False,
 ) -> int:
     """Run the nightly on `repo` and print its report (one JSON document, or a table).
 
@@ -73,6 +74,7 @@ def run(
         verbose: log progress.
         max_model_calls: the run's model-call budget (``--max-model-calls``); None: no limit.
         file_time_limit_s: wall-clock budget per file, checked between steps; None: no limit.
+        pr: push the branch and open a pull request on the configured forge.
 
     Returns:
         0 all accepted (or skipped for no model); 1 any rejected or errored, or the flow failed;
@@ -119,6 +121,7 @@ def run(
                 file_time_limit_s=file_time_limit_s,
                 # Worker processes each have their own semaphore: one limit on the server.
                 shared_model_limit=SHARED_MODEL_LIMIT if dask and dask != "local" else None,
+                pr=pr,
             )
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)

@@ -48,7 +48,7 @@ def _print_summary(result: RepairSummary) -> None:
 
 def run(
     repo: Path,
-    reports: list[Path],
+    reports: list[str] | list[Path],
     ref: str = "HEAD",
     max_retries: int | None = None,
     human_timeout: float | None = None,
@@ -56,12 +56,16 @@ def run(
     json_out: bool = False,
     verbose: bool | int = False,
     resume: str | None = None,
+    commit: str | None = None,
+    push: bool = False,
+    pr: bool = False,
 ) -> int:
     """Run the post-merge repair flow on `repo` and print its summary (JSON or a table).
 
     Args:
         repo: The project to repair.
-        reports: JUnit XML / RSpec JSON reports; empty runs the suite in the sandbox.
+        reports: JUnit XML / RSpec JSON reports, paths or ``s3://`` URIs (fetched by the
+            flow); empty runs the suite in the sandbox.
         ref: The merged commit.
         max_retries: Surgeon revisions per group (default 3).
         human_timeout: Seconds to wait for a person per hand-off.
@@ -69,26 +73,35 @@ def run(
         json_out: Print issue 6's JSON document on stdout.
         verbose: Log progress (INFO) on stderr.
         resume: An earlier run's id: go on from its archived state (reports and ref unused).
+        commit: The failing commit CI names (fetched from origin when missing; wins over ref).
+        push: Push the fix branch to origin.
+        pr: Push it and open a pull request on the configured forge.
 
     Returns:
         0 every group fixed, 1 some group not fixed, 2 bad input (one line on stderr).
     """
     try:
-        from flows.inputs import check_repair
+        from flows.inputs import check_repair, check_report_uris
 
-        check_repair(repo, reports, ref, max_retries, human_timeout)
+        given = [str(r) for r in reports]
+        local = [Path(r) for r in given if not r.startswith("s3://")]
+        check_report_uris([r for r in given if r.startswith("s3://")])
+        check_repair(repo, local, ref if commit is None else "HEAD", max_retries, human_timeout)
         from flows.post_merge import post_merge
         from flows.runtime import flow_runtime
 
         with flow_runtime(verbose):
             result = post_merge(
                 repo=str(repo),
-                reports=[str(r) for r in reports],
+                reports=given,
                 ref=ref,
                 max_retries=max_retries,
                 human_timeout=human_timeout,
                 archive=archive,
                 resume=resume,
+                commit=commit,
+                push=push,
+                pr=pr,
             )
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)

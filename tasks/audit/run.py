@@ -14,9 +14,11 @@ from typing import Protocol
 
 from judge.static import check_file
 from tasks.audit.baseline import run_baseline
+from tasks.audit.prepared import RunNotReady, prepared_run
 from tasks.audit.report import AuditReport, suite_report
 from tasks.core.config import load_settings
 from tasks.core.errors import BadInputError
+from tasks.core.run_context import job_context
 from tasks.core.types import LintOffense, Mapping, StaticVerdict
 from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
 from tasks.sandbox.make import make_runner
@@ -120,33 +122,37 @@ def audit_repo(repo: Path, ref: str = "HEAD", steps: AuditSteps | None = None) -
             mapping.toolchain,
             len(mapping.untested),
         )
-        runner = make_runner(settings.sandbox, root=wt)
-        chain = toolchain_for(settings, mapping.toolchain)
-        log.info("running the suite with coverage (%s sandbox)", settings.sandbox.backend)
-        suite = steps.suite(project, chain, runner, settings.sandbox.spec_timeout_s)
-        specs = sorted(
-            set(list_specs(project, mapping.toolchain))
-            | {s for f in mapping.files for s in f.specs}
-            | set(suite.broken)
-        )
-        specs = [s for s in specs if (project / s).is_file()]
-        lint: list[LintOffense] = []
-        errors: list[str] = []
-        problem = suite.validation.problem if not suite.ran else None
-        if problem is not None and chain.lint_blocked_by(problem):
-            log.info("lint skipped: %s", problem.one_line())
-        else:
-            log.info("linting and checking %d test files", len(specs))
-            lint, errors = steps.lint(project, chain, specs, runner)
-        static = steps.static(project, chain, specs)
-        report = suite_report(
-            repo=str(path),
-            commit=commit,
-            mapping=mapping,
-            suite=suite,
-            project=project,
-            lint=lint,
-            static=static,
-            errors=errors,
-        )
+        with prepared_run(settings, project, wt, mapping.toolchain) as ready:
+            if ready.problem:
+                raise RunNotReady(f"{path.name}: {ready.problem}")
+            chain = toolchain_for(settings, mapping.toolchain)
+            log.info("running the suite with coverage (%s sandbox)", settings.sandbox.backend)
+            with job_context("audit"):  # its own database: the template stays clean
+                runner = make_runner(settings.sandbox, root=wt)
+                suite = steps.suite(project, chain, runner, settings.sandbox.spec_timeout_s)
+            specs = sorted(
+                set(list_specs(project, mapping.toolchain))
+                | {s for f in mapping.files for s in f.specs}
+                | set(suite.broken)
+            )
+            specs = [s for s in specs if (project / s).is_file()]
+            lint: list[LintOffense] = []
+            errors: list[str] = []
+            problem = suite.validation.problem if not suite.ran else None
+            if problem is not None and chain.lint_blocked_by(problem):
+                log.info("lint skipped: %s", problem.one_line())
+            else:
+                log.info("linting and checking %d test files", len(specs))
+                lint, errors = steps.lint(project, chain, specs, runner)
+            static = steps.static(project, chain, specs)
+            report = suite_report(
+                repo=str(path),
+                commit=commit,
+                mapping=mapping,
+                suite=suite,
+                project=project,
+                lint=lint,
+                static=static,
+                errors=errors,
+            )
     return report

@@ -29,6 +29,7 @@ from pydantic_settings import (
 
 from tasks.core.errors import ConfigError
 from tasks.core.host_paths import forbidden_reason
+from tasks.core.run_settings import EnvSettings, ForgeSettings, ServicesSettings
 
 CONFIG_FILE = "autopilot.toml"
 M = TypeVar("M", bound=BaseModel)
@@ -172,6 +173,19 @@ class Settings(BaseSettings):
         description="Interpreter that runs a Python project's tests (it needs pytest and "
         "coverage), e.g. the project's .venv/bin/python; relative to the repository; "
         "default: Autopilot's own",
+    )
+    envs: EnvSettings = Field(
+        default_factory=EnvSettings,
+        description="Prepared environments: the project's dependencies installed once per lock "
+        "file and reused read-only (cache level 2)",
+    )
+    services: ServicesSettings = Field(
+        default_factory=ServicesSettings,
+        description="Throwaway servers per run (PostgreSQL, Redis) on a private socket",
+    )
+    forge: ForgeSettings = Field(
+        default_factory=ForgeSettings,
+        description="Where pull requests are opened (GitHub or GitLab); unset: never",
     )
     prepare: list[str] = Field(
         default_factory=list,

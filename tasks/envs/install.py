@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,27 +24,9 @@ log = logging.getLogger(__name__)
 #: forge credentials (a Gemfile or a setup.py is code that runs there).
 _DROP_PREFIXES = ("AUTOPILOT_", "MISTRAL_", "AWS_", "PREFECT_", "GITHUB_", "GITLAB_", "CI_JOB_")
 _DROP_NAMES = frozenset({"GH_TOKEN", "GL_TOKEN"})
-#: Variables that would steer Ruby, Bundler or Python to another installation.
-_TOOL_VARS = frozenset(
-    {
-        "GEM_HOME",
-        "GEM_PATH",
-        "RUBYOPT",
-        "RUBYLIB",
-        "BUNDLE_GEMFILE",
-        "BUNDLE_PATH",
-        "BUNDLE_APP_CONFIG",
-        "BUNDLE_FROZEN",
-        "BUNDLE_DEPLOYMENT",
-        "BUNDLE_WITHOUT",
-        "VIRTUAL_ENV",
-        "PYTHONPATH",
-        "PYTHONHOME",
-        "PYTHONSTARTUP",
-        "UV_PROJECT_ENVIRONMENT",
-        "CONDA_PREFIX",
-    }
-)
+#: Variables that point any package tool at another installation (a stack's builder adds its
+#: own tools' variables through ``install_env(..., drop=...)``).
+_TOOL_VARS = frozenset({"VIRTUAL_ENV", "CONDA_PREFIX"})
 #: How much of the output the failure classifier reads (the end says what went wrong).
 OUTPUT_TAIL = 64 * 1024
 
@@ -64,12 +46,14 @@ class StepResult:
         return self.exit_code == 0 and not self.timed_out
 
 
-def install_env(extra: Mapping[str, str]) -> dict[str, str]:
-    """The host environment for an install command: secrets and tool overrides removed."""
+def install_env(extra: Mapping[str, str], drop: Iterable[str] = ()) -> dict[str, str]:
+    """The host environment for an install command: secrets and tool overrides (the shared
+    ones and `drop`, the stack's) removed, `extra` added."""
+    dropped = _TOOL_VARS | frozenset(drop)
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(_DROP_PREFIXES) and k not in _DROP_NAMES and k not in _TOOL_VARS
+        if not k.startswith(_DROP_PREFIXES) and k not in _DROP_NAMES and k not in dropped
     }
     env.update(extra)
     return env

@@ -42,7 +42,7 @@ META_DIR = ".autopilot"
 RECORD = "env.json"
 BUILD_LOG = "build.log"
 LAST_USED = "last-used"
-_NAME = re.compile(r"^(?P<stack>ruby|python)-(?P<key>[0-9a-f]{16,64})$")
+_NAME = re.compile(r"^(?P<stack>[a-z]+)-(?P<key>[0-9a-f]{16,64})$")
 
 
 class EnvRecord(BaseModel):

@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.envs.needs import RunNeeds
 
-Stack = Literal["ruby", "python"]
 #: Why an environment could not be built, one word each; the message says the rest.
 Cause = Literal[
     "missing_native_library",
@@ -21,6 +20,8 @@ Cause = Literal[
     "timeout",
     "build_failed",
 ]
+#: Stands for the project directory in :attr:`PreparedEnv.run_env`'s values.
+PROJECT = "{project}"
 
 
 class PreparedEnv(BaseModel):
@@ -28,40 +29,29 @@ class PreparedEnv(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    stack: Stack
+    stack: str = Field(pattern=r"^[a-z]+$", description="The stack's name prefix")
     name: str = Field(description="Directory name: <stack>-<key>")
     key: str = Field(description="Digest of the lock files and the toolchain's version")
     path: str = Field(description="The environment's directory (absolute)")
     built: bool = Field(description="True when this call built it, False when it was reused")
     inputs: list[str] = Field(default_factory=list, description="Lock files that made the key")
     log: str = Field(description="The build log (the install commands and their output)")
-    python: str | None = Field(
-        None, description="The interpreter of a Python environment (the `python` setting)"
+    interpreter: str | None = Field(
+        None, description="The interpreter the tests run with, when the environment has one"
     )
-    bundler: str | None = Field(None, description="Ruby: the Bundler version that built it")
-    gem_path: list[str] = Field(
-        default_factory=list, description="Ruby: the system gem directories also searched"
+    run_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Variables every sandboxed run gets ({project} stands for the project)",
+    )
+    extra: dict[str, list[str]] = Field(
+        default_factory=dict, description="What the stack recorded about the build"
     )
 
     def needs(self, project: Path) -> RunNeeds:
         """What a sandboxed run of `project` (a worktree, or a project inside one) needs."""
-        if self.stack == "python":
-            # The sandbox adds an absolute interpreter's prefix and base on its own.
-            return RunNeeds(dirs=(self.path,))
-        home = str(Path(self.path) / "gems")
-        return RunNeeds(
-            dirs=(self.path,),
-            env={
-                "GEM_HOME": home,
-                "GEM_PATH": ":".join([home, *self.gem_path]),
-                "BUNDLE_GEMFILE": str(Path(project) / "Gemfile"),
-                **({"BUNDLER_VERSION": self.bundler} if self.bundler else {}),
-                # The lock is the truth: Bundler may neither re-resolve nor write it.
-                "BUNDLE_FROZEN": "true",
-                # A checked-in .bundle/config (BUNDLE_PATH: vendor/bundle) must not win.
-                "BUNDLE_APP_CONFIG": str(Path(self.path) / "bundle-config"),
-            },
-        )
+        where = str(Path(project))
+        env = {k: v.replace(PROJECT, where) for k, v in self.run_env.items()}
+        return RunNeeds(dirs=(self.path,), env=env)
 
 
 class EnvProblem(BaseModel):
@@ -69,7 +59,7 @@ class EnvProblem(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    stack: Stack
+    stack: str
     name: str
     cause: Cause
     message: str = Field(description="One line: what failed and what to do")

@@ -5,7 +5,8 @@ Public: :class:`ForgeSettings` (the ``[forge]`` settings), :func:`open_pull_requ
 :class:`PullRequestOutcome`, never an exception for the forge's answer),
 :func:`pull_request_body`, :func:`resolve_token`, :class:`ForgeError`.
 
-May import: httpx, pydantic, ``tasks.core.errors``, and Prefect's Secret block (only when a block is
+May import: httpx, pydantic, ``tasks.core.errors``, ``tasks.core.run_settings``, and Prefect's
+Secret block (only when a block is
 named). Never the sandbox, the model or a flow.
 """
 

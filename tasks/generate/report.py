@@ -43,6 +43,7 @@ class NightlySummary(BaseModel):
     files: list[FileSummary]
     push_error: str | None = Field(None, exclude_if=_unset)
     baseline_error: str | None = Field(None, exclude_if=_unset)
+    pull_request: str | None = Field(None, exclude_if=_unset)
 
 
 class NightlyReport(BaseModel):
@@ -62,6 +63,9 @@ class NightlyReport(BaseModel):
     baseline_error: str | None = Field(
         None, description="The baseline suite did not run: nothing was generated against it"
     )
+    pull_request: str | None = Field(
+        None, description="The pull request opened (its URL), or why none was (--pr only)"
+    )
 
     def public(self) -> NightlySummary:
         """Issue 5's JSON contract (plus ``push_error`` when a requested push failed)."""
@@ -76,6 +80,7 @@ class NightlyReport(BaseModel):
             files=[f.public() for f in self.files],
             push_error=self.push_error,
             baseline_error=self.baseline_error,
+            pull_request=self.pull_request,
         )
 
     def exit_code(self) -> int:

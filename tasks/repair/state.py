@@ -292,6 +292,10 @@ class GroupSummary(_Model):
         )
 
 
+def _unset(value: str | None) -> bool:
+    return not value
+
+
 class RepairSummary(_Model):
     """The `--json` document of `autopilot repair` (issue 6's contract): what the post-merge
     flow returns."""
@@ -305,6 +309,14 @@ class RepairSummary(_Model):
     report_errors: list[str]
     groups: list[GroupSummary]
     metrics: Metrics
+    push_error: str | None = Field(
+        None, exclude_if=_unset, description="Why a requested push failed (only then)"
+    )
+    pull_request: str | None = Field(
+        None,
+        exclude_if=_unset,
+        description="The pull request opened (its URL), or why none was (only when asked)",
+    )
 
     @classmethod
     def of(cls, state: RepairState) -> RepairSummary:

@@ -16,6 +16,7 @@ from typing import ClassVar, Literal
 
 from tasks.core.config import SandboxSettings
 from tasks.core.errors import SandboxError
+from tasks.core.run_context import current_run_context
 from tasks.core.secrets import redact
 from tasks.core.types import CommandResult
 from tasks.sandbox.cache import ResultCache, cache_key, default_cache_dir
@@ -88,8 +89,14 @@ class Runner(ABC):
         self.settings = settings
         self.root = root
         self.limits = limits or Limits.from_settings(settings)
+        # The run's prepared environment and services sockets (tasks.core.run_context).
+        context = current_run_context()
         #: Extra read-only directories the toolchains need, each shown by its exact path.
-        self.toolchain_dirs = [os.path.abspath(d) for d in toolchain_dirs]
+        self.toolchain_dirs = [
+            os.path.abspath(d) for d in dict.fromkeys([*map(str, toolchain_dirs), *context.dirs])
+        ]
+        #: Variables every command gets (the run's context), under the caller's own.
+        self.fixed_env = dict(context.env)
         self.cache = ResultCache(cache_dir if cache_dir is not None else default_cache_dir())
         self._setup()
 
@@ -129,7 +136,7 @@ class Runner(ABC):
         timeout = timeout_s if timeout_s is not None else self.settings.timeout_s
         # Declared host variables first: what the caller sets wins.
         passed = {n: os.environ[n] for n in self.settings.pass_env if n in os.environ}
-        env = {**passed, **(env or {})}
+        env = {**passed, **self.fixed_env, **(env or {})}
         full_key = self._full_key(cache_key, cwd, env) if cache_key else None
         if full_key is not None:
             hit = self.cache.get(full_key)

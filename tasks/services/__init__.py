@@ -7,7 +7,8 @@ context manager yielding :class:`Services`: ``needs()``, ``prepare_schema(runner
 (``postgres`` or ``nobody`` when Autopilot runs as root), listen on no TCP port, and are
 stopped and removed at the end, also when the process running them is killed.
 
-May import: the standard library, pydantic, packaging, ``tasks.core.errors``, ``tasks.envs.needs``.
+May import: the standard library, pydantic, packaging, ``tasks.core.errors``,
+``tasks.core.run_settings``, ``tasks.envs.needs``.
 Never the sandbox (callers pass a runner), the model or a flow.
 """
 

@@ -1,4 +1,5 @@
-"""Preparing the template database the project's way, inside the sandbox."""
+"""Preparing the template database the project's way, inside the sandbox: the declared
+``schema_command``, else the toolchain's convention (``Toolchain.schema_command``)."""
 
 from __future__ import annotations
 
@@ -9,22 +10,20 @@ from pathlib import Path
 from tasks.envs.needs import RunnerLike
 from tasks.services.binaries import ServiceError
 
+#: The toolchain's conventional schema command and its variables (``Toolchain.schema_command``).
+Convention = tuple[list[str], dict[str, str]] | None
 
-def schema_command(project: Path, declared: str | None) -> list[str] | None:
-    """The command that loads the schema: the declared one, else the Rails convention
-    (``db:schema:load`` when a schema file exists, else ``db:prepare``), else None."""
+
+def schema_command(declared: str | None, convention: Convention = None) -> Convention:
+    """The command that loads the schema and its variables: the declared one (with the
+    convention's variables), else the toolchain's convention, else None."""
     if declared:
         try:
-            return shlex.split(declared)
+            argv = shlex.split(declared)
         except ValueError as exc:
             raise ServiceError(f"[services] schema_command {declared!r}: {exc}") from None
-    rails = project / "bin" / "rails"
-    if rails.is_file() and (project / "config" / "database.yml").is_file():
-        schema = project / "db" / "schema.rb"
-        structure = project / "db" / "structure.sql"
-        task = "db:schema:load" if schema.is_file() or structure.is_file() else "db:prepare"
-        return ["bin/rails", task]
-    return None
+        return argv, dict(convention[1]) if convention else {}
+    return convention
 
 
 def prepare_schema(
@@ -34,16 +33,18 @@ def prepare_schema(
     *,
     declared: str | None,
     timeout_s: float,
+    convention: Convention = None,
 ) -> str | None:
     """Run the schema command in `project` through `runner` (a sandbox) with `env`.
 
     Returns the command run (None when there is none). Raises ServiceError with the
     command's most telling line when it fails.
     """
-    argv = schema_command(project, declared)
-    if argv is None:
+    command = schema_command(declared, convention)
+    if command is None:
         return None
-    full = {"RAILS_ENV": "test", "DISABLE_DATABASE_ENVIRONMENT_CHECK": "1", **env}
+    argv, own = command
+    full = {**own, **env}
     done = runner.run(argv, cwd=project, env=full, timeout_s=timeout_s)
     if done.exit_code != 0 or done.reason:
         text = (done.stderr or done.stdout).strip().splitlines()

@@ -13,17 +13,19 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import tasks.services.reaper as reaper_script
 from tasks.envs.needs import RunNeeds, RunnerLike
 from tasks.services.binaries import choose, postgres_servers, redis_servers
 from tasks.services.identity import RunDirs, make_run_dirs, server_identity
 from tasks.services.postgres import Postgres, database_name
 from tasks.services.procs import kill_in
 from tasks.services.redis import Redis
-from tasks.services.schema import prepare_schema
+from tasks.services.schema import Convention, prepare_schema
 from tasks.services.settings import ServicesSettings
 
 log = logging.getLogger(__name__)
-REAPER = Path(__file__).with_name("reaper.py")
+#: The reaper runs as a script of its own (standard library only).
+REAPER = Path(reaper_script.__file__)
 
 
 class Services:
@@ -54,8 +56,11 @@ class Services:
             env |= self.redis.env(0)
         return RunNeeds(dirs=(str(self.dirs.sock),), env=env)
 
-    def prepare_schema(self, runner: RunnerLike, project: Path) -> str | None:
-        """Load the schema into the template database, the project's way, in the sandbox
+    def prepare_schema(
+        self, runner: RunnerLike, project: Path, convention: Convention = None
+    ) -> str | None:
+        """Load the schema into the template database, the project's way (the declared
+        command, else `convention`: ``Toolchain.schema_command(project)``), in the sandbox
         (`runner` must show :meth:`needs`' directory). Returns the command run, if any."""
         if self.postgres is None:
             return None
@@ -65,6 +70,7 @@ class Services:
             self.needs().env,
             declared=self.settings.schema_command,
             timeout_s=self.settings.schema_timeout_s,
+            convention=convention,
         )
         return self.schema
 

@@ -6,5 +6,6 @@ its tests with coverage in a sandbox (a CommandRunner it is given, never a proce
 lint with autocorrect, the static rubric's parser, the prompt context, the syntax check of a
 patched file. Everything else asks the toolchain and never branches on the language.
 
-May import: tasks.core, tasks.facts, tasks.keep (the hardened git, to list files).
+May import: tasks.core, tasks.facts, tasks.keep (the hardened git, to list files), tasks.envs
+(a stack's prepared environment is built by its own builder).
 """

@@ -36,6 +36,8 @@ from tasks.toolchains.files import FileRules
 
 if TYPE_CHECKING:
     from tasks.core.config import Settings
+    from tasks.core.run_context import PreparedLike
+    from tasks.envs.builder import EnvBuilder
     from tasks.toolchains.mutants import Mutation
 
 #: RuboCop and ruff runs are bounded (the field report used 60 s for RuboCop).
@@ -306,6 +308,18 @@ class Toolchain(ABC):
             notes.append(f"prepare: {command} (exit 0)")
         marker.write_text("\n".join(self.prepare) + "\n", encoding="utf-8")
         return notes
+
+    def env_builder(self) -> EnvBuilder | None:
+        """How this stack's prepared environment is built (cache level 2), or None."""
+        return None
+
+    def using_env(self, env: PreparedLike) -> Toolchain:
+        """This toolchain running its tests with the prepared `env` (its interpreter)."""
+        return self
+
+    def schema_command(self, project: Path) -> tuple[list[str], dict[str, str]] | None:
+        """The project's conventional database schema command and its variables, or None."""
+        return None
 
     @abstractmethod
     def load_error_files(self, text: str) -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tasks.core.errors import BadInputError, ConfigError
+from tasks.core.run_context import current_run_context
 from tasks.toolchains.base import Toolchain
 
 if TYPE_CHECKING:
@@ -68,8 +69,14 @@ def get_toolchain(name: str, **options: Any) -> Toolchain:
 
 
 def toolchain_for(settings: Settings, name: str) -> Toolchain:
-    """The toolchain `name` as the settings configure it (interpreter, prepare, home)."""
-    return toolchain_class(name).from_settings(settings)
+    """The toolchain `name` as the settings configure it (interpreter, prepare, home), using
+    the run's prepared environment when there is one for its stack."""
+    chain = toolchain_class(name).from_settings(settings)
+    prepared = current_run_context().prepared
+    builder = chain.env_builder() if prepared is not None else None
+    if prepared is not None and builder is not None and builder.stack == prepared.stack:
+        return chain.using_env(prepared)
+    return chain
 
 
 def detect_toolchain(repo: Path, override: str | None = None) -> str:

@@ -238,6 +238,19 @@ def test_github_workflow_runs_post_merge_only_after_a_failed_main_build() -> Non
     assert "conclusion == 'failure'" in job["if"]
     script = " ".join(str(step.get("run", "")) for step in job["steps"])
     assert "prefect deployment run post-merge/post-merge" in script
+    # CI's reports go to S3 and their URIs, with the failing commit, to the run.
+    assert 'aws s3 cp --recursive reports "s3://$BUCKET/ci/$SHA/"' in script
+    assert '"commit": sha, "reports": uris' in script and "--params" in script
+
+
+def test_gitlab_example_uploads_the_reports_and_passes_their_uris() -> None:
+    gl = _load(INFRA / "gitlab-ci" / "autopilot-post-merge.gitlab-ci.yml")
+    job = gl["autopilot-repair"]
+    assert job["when"] == "on_failure" and job["needs"] == [{"job": "test", "artifacts": True}]
+    script = " ".join(job["script"])
+    assert "aws s3 cp --recursive reports" in script and "$CI_COMMIT_SHA" in script
+    assert '"commit": sha, "reports": uris' in script
+    assert "prefect deployment run post-merge/post-merge --params" in script
 
 
 def test_dockerfiles_take_their_base_as_a_build_argument() -> None:
@@ -302,7 +315,8 @@ def test_prefect_deploy_accepts_the_file_and_the_deployments_are_queryable(
     [action] = trigger["actions"]
     assert action["type"] == "run-deployment"
     assert action["deployment_id"] == deployments["post-merge"]["id"]
-    assert action["parameters"]["ref"] == "{{ event.payload.ref }}"
+    assert action["parameters"]["commit"] == "{{ event.payload.commit }}"
+    assert action["parameters"]["reports"] == "{{ event.payload.reports }}"
 
 
 @pytest.mark.slow

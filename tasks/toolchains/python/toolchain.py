@@ -24,10 +24,12 @@ from tasks.toolchains.files import FileRules
 from tasks.toolchains.mutants import Mutation
 from tasks.toolchains.python import context, files, lint, rubric, run, syntax
 from tasks.toolchains.python.diagnose import diagnose_pytest
+from tasks.toolchains.python.prepared import PythonEnvBuilder
 from tasks.toolchains.python.pytest_config import python_test_roots
 
 if TYPE_CHECKING:
     from tasks.core.config import Settings
+    from tasks.core.run_context import PreparedLike
 
 _NAME = re.compile(r"[A-Za-z_][\w-]*")
 _COLLECTING = re.compile(
@@ -100,6 +102,16 @@ class PythonPytestToolchain(Toolchain):
     def run_tests(self, *args: Any, **kwargs: Any) -> SuiteResult:
         """:func:`tasks.toolchains.python.run.run_tests` with this toolchain's interpreter."""
         return run.run_tests(self, *args, python=self.python, home=self.home, **kwargs)
+
+    def env_builder(self) -> PythonEnvBuilder | None:
+        """A virtualenv from the project's lock or requirements; none when the ``python``
+        setting names the user's own interpreter."""
+        return PythonEnvBuilder() if self.python is None else None
+
+    def using_env(self, env: PreparedLike) -> Toolchain:
+        if env.interpreter is None or self.python is not None:
+            return self
+        return type(self)(python=env.interpreter, prepare=self.prepare, home=self.home)
 
     def config_digest(self, repo: Path) -> str:
         # Another interpreter is another set of installed packages: another validation. The

@@ -20,6 +20,7 @@ from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
 from tasks.toolchains.files import FileRules
 from tasks.toolchains.mutants import Mutation
 from tasks.toolchains.ruby import context, files, lint, rubric, run, syntax
+from tasks.toolchains.ruby.bundle import BundleBuilder
 from tasks.toolchains.ruby.diagnose import diagnose_rspec
 
 #: RuboCop settings for a project without its own (named so that RuboCop resolves the paths in
@@ -67,6 +68,21 @@ class RubyRspecToolchain(Toolchain):
     def run_tests(self, *args: Any, **kwargs: Any) -> SuiteResult:
         """:func:`tasks.toolchains.ruby.run.run_tests` with this toolchain."""
         return run.run_tests(self, *args, **kwargs)
+
+    def env_builder(self) -> BundleBuilder:
+        return BundleBuilder()
+
+    def schema_command(self, project: Path) -> tuple[list[str], dict[str, str]] | None:
+        """Rails' convention: ``db:schema:load`` when a schema file exists, else
+        ``db:prepare``; None for a project that is no Rails app with a database."""
+        if not (project / "bin" / "rails").is_file():
+            return None
+        if not (project / "config" / "database.yml").is_file():
+            return None
+        db = project / "db"
+        has_schema = (db / "schema.rb").is_file() or (db / "structure.sql").is_file()
+        task = "db:schema:load" if has_schema else "db:prepare"
+        return ["bin/rails", task], {"RAILS_ENV": "test", "DISABLE_DATABASE_ENVIRONMENT_CHECK": "1"}
 
     def load_error_files(self, text: str) -> list[str]:
         return [m.group("path") for m in _LOADING.finditer(text)]

@@ -18,6 +18,7 @@ from tasks.toolchains.registry import get_toolchain
 from tests.envs_projects import build_gem, ruby_money
 
 pytestmark = pytest.mark.slow
+RUBY = get_toolchain("ruby-rspec").env_builder()
 OFFLINE = EnvSettings(network=False)
 
 
@@ -47,7 +48,7 @@ def test_gem_outside_toolchain_runs_through_env_built_once(tmp_path: Path) -> No
     assert not bare.loaded
     before = _git_status(project)
 
-    first = prepare_environment(project, "ruby-rspec", home=home, settings=OFFLINE)
+    first = prepare_environment(project, RUBY, home=home, settings=OFFLINE)
     assert isinstance(first, PreparedEnv), first
     assert first.built and first.name.startswith("ruby-")
     env_dir = Path(first.path)
@@ -57,7 +58,8 @@ def test_gem_outside_toolchain_runs_through_env_built_once(tmp_path: Path) -> No
     installed = sorted(p.name for p in (env_dir / "gems" / "gems").iterdir())
     assert installed == ["money_fmt-0.1.0"]
     # The machine's Bundler does the work, at build and at run time: no switch to another.
-    assert first.bundler and first.needs(project).env["BUNDLER_VERSION"] == first.bundler
+    bundler = first.extra["bundler"][0]
+    assert bundler and first.needs(project).env["BUNDLER_VERSION"] == bundler
     build_log = Path(first.log).read_text()
     assert "Installing Bundler" not in build_log
     assert "$ bundle install --local" in build_log and "offline" in build_log
@@ -73,14 +75,14 @@ def test_gem_outside_toolchain_runs_through_env_built_once(tmp_path: Path) -> No
 
     # The second preparation reuses it: no install, the log untouched.
     log_before = Path(first.log).read_bytes()
-    second = prepare_environment(project, "ruby-rspec", home=home, settings=OFFLINE)
+    second = prepare_environment(project, RUBY, home=home, settings=OFFLINE)
     assert isinstance(second, PreparedEnv)
     assert not second.built and second.path == first.path
     assert Path(second.log).read_bytes() == log_before
     # A worktree elsewhere with the same lock gets the same environment.
     clone = tmp_path / "worktree"
     shutil.copytree(project, clone)
-    third = prepare_environment(clone, "ruby-rspec", home=home, settings=OFFLINE)
+    third = prepare_environment(clone, RUBY, home=home, settings=OFFLINE)
     assert isinstance(third, PreparedEnv) and third.path == first.path and not third.built
     again = tc.run_specs(clone, ["spec/invoice_spec.rb"], None, _sandbox(clone, third))
     assert again.passed
@@ -88,7 +90,7 @@ def test_gem_outside_toolchain_runs_through_env_built_once(tmp_path: Path) -> No
 
 def test_the_sandbox_sees_the_env_read_only(tmp_path: Path) -> None:
     project = ruby_money(tmp_path)
-    env = prepare_environment(project, "ruby-rspec", home=tmp_path / "home", settings=OFFLINE)
+    env = prepare_environment(project, RUBY, home=tmp_path / "home", settings=OFFLINE)
     assert isinstance(env, PreparedEnv)
     runner = _sandbox(project, env)
     target = Path(env.path) / "gems" / "gems" / "money_fmt-0.1.0" / "lib" / "money_fmt.rb"
@@ -113,7 +115,7 @@ def test_unknown_gem_offline_is_one_line_and_no_env(tmp_path: Path) -> None:
         text.replace("DEPENDENCIES\n", "DEPENDENCIES\n  autopilot_no_such_gem (= 1.0)\n")
     )
     home = tmp_path / "home"
-    got = prepare_environment(project, "ruby-rspec", home=home, settings=OFFLINE)
+    got = prepare_environment(project, RUBY, home=home, settings=OFFLINE)
     assert isinstance(got, EnvProblem), got
     assert got.cause == "unknown_package"
     assert "autopilot_no_such_gem" in got.message and "\n" not in got.one_line()
@@ -121,7 +123,7 @@ def test_unknown_gem_offline_is_one_line_and_no_env(tmp_path: Path) -> None:
     assert not [p for p in (home / "envs").iterdir() if p.name.startswith("ruby-")]
 
     # Allowed to reach the registries, but none is reachable: that is the cause named.
-    online = prepare_environment(project, "ruby-rspec", home=home, settings=EnvSettings())
+    online = prepare_environment(project, RUBY, home=home, settings=EnvSettings())
     assert isinstance(online, EnvProblem)
     assert online.cause == "no_registry_access", online.message
 
@@ -138,7 +140,7 @@ def test_missing_native_library_is_one_line(tmp_path: Path) -> None:
         .replace("    money_fmt (0.1.0)\n", "    money_fmt (0.1.0)\n    needs_header (0.1.0)\n")
         .replace("  money_fmt (= 0.1.0)\n", "  money_fmt (= 0.1.0)\n  needs_header (= 0.1.0)\n")
     )
-    got = prepare_environment(project, "ruby-rspec", home=tmp_path / "home", settings=OFFLINE)
+    got = prepare_environment(project, RUBY, home=tmp_path / "home", settings=OFFLINE)
     assert isinstance(got, EnvProblem), got
     assert got.cause == "missing_native_library", got.message
     # Which header is missing first depends on the machine: Ruby's own (no ruby-dev) or the
@@ -154,7 +156,7 @@ def test_out_of_date_lock_is_one_line(tmp_path: Path) -> None:
     (project / "Gemfile").write_text(
         (project / "Gemfile").read_text() + 'gem "rspec-mocks", "~> 3.12"\n'
     )
-    got = prepare_environment(project, "ruby-rspec", home=tmp_path / "home", settings=OFFLINE)
+    got = prepare_environment(project, RUBY, home=tmp_path / "home", settings=OFFLINE)
     assert isinstance(got, EnvProblem), got
     assert got.cause == "lock_unresolvable", got.message
     assert "bundle lock" in got.message
@@ -163,5 +165,5 @@ def test_out_of_date_lock_is_one_line(tmp_path: Path) -> None:
 def test_project_without_lock_has_nothing_to_prepare(tmp_path: Path) -> None:
     project = ruby_money(tmp_path)
     (project / "Gemfile.lock").unlink()
-    assert prepare_environment(project, "ruby-rspec", home=tmp_path / "home") is None
+    assert prepare_environment(project, RUBY, home=tmp_path / "home") is None
     assert build_gem  # the helper stays importable for the other modules

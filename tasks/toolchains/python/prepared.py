@@ -1,4 +1,5 @@
-"""Python: a virtual environment from the project's lock or requirements, plus pytest and
+"""Python's prepared environment (the python-pytest toolchain's ``env_builder()``): a virtual
+environment from the project's lock or requirements, plus pytest and
 coverage, built once into ``envs/python-<key>``.
 
 What the environment is built from, first match wins:
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import hashlib
 import os
 import re
 import subprocess
@@ -32,7 +32,10 @@ from shutil import which
 
 from tasks.envs.classify import classify
 from tasks.envs.install import StepResult, install_env, run_step
+from tasks.envs.needs import RunNeeds
+from tasks.envs.settings import EnvSettings
 from tasks.envs.store import BuildFailed, EnvRecord
+from tasks.toolchains.python.install_errors import installer_rules
 
 #: Requirements files, most specific to the tests first; every one present is installed.
 REQUIREMENTS = (
@@ -48,6 +51,8 @@ REQUIREMENTS = (
     "requirements.txt",
 )
 RUNNER_PACKAGES = ("pytest", "coverage")
+#: Variables that would steer Python or uv to another installation.
+TOOL_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "UV_PROJECT_ENVIRONMENT")
 _TEST_GROUP = re.compile(r"^(?:dev|develop|development)$|test", re.IGNORECASE)
 
 
@@ -86,13 +91,6 @@ def toolchain_id(python: str) -> str:
     if done.returncode != 0:
         raise BuildFailed("tool_missing", f"{python}: {done.stderr.strip()[:200]}")
     return done.stdout.strip()
-
-
-def digest_inputs(project: Path, files: list[Path]) -> dict[str, str]:
-    """Repository-relative input file -> its sha256."""
-    return {
-        f.relative_to(project).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest() for f in files
-    }
 
 
 def _pyproject_requirements(project: Path) -> list[str]:
@@ -146,7 +144,7 @@ def build(
     started = time.monotonic()
     deadline = started + timeout_s
     uv = _uv()
-    env = install_env({} if network else {"UV_OFFLINE": "1", "PIP_NO_INDEX": "1"})
+    env = install_env({} if network else {"UV_OFFLINE": "1", "PIP_NO_INDEX": "1"}, TOOL_VARS)
     venv = tmp / "venv"
     py = str(venv / "bin" / "python")
     commands: list[list[str]] = []
@@ -158,7 +156,7 @@ def build(
             argv, cwd=cwd, env=env, timeout_s=remaining, log_path=log_path, network=network
         )
         if not done.ok:
-            raise BuildFailed(*classify(done, "python", network=network))
+            raise BuildFailed(*classify(done, installer_rules, network=network))
         return done
 
     if "uv.lock" in inputs:
@@ -189,7 +187,7 @@ def build(
     step([py, "-m", "compileall", "-q", "-j", "0", "-s", str(tmp), "-p", str(final), str(site)])
     return EnvRecord(
         name=final.name,
-        stack="python",
+        stack=PythonEnvBuilder.stack,
         key=final.name.split("-", 1)[1],
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         inputs=inputs,
@@ -210,3 +208,54 @@ def _missing(python: str, packages: tuple[str, ...]) -> list[str]:
         [python, "-c", probe, *packages], capture_output=True, text=True, timeout=60
     )
     return done.stdout.split() if done.returncode == 0 else list(packages)
+
+
+class PythonEnvBuilder:
+    """The python-pytest toolchain's :class:`tasks.envs.builder.EnvBuilder`: a virtualenv made
+    from `base_python` (default: the interpreter Autopilot runs on)."""
+
+    stack = "python"
+
+    def __init__(self, base_python: str | None = None) -> None:
+        self.base_python = base_python or default_base_python()
+
+    def lock_inputs(self, project: Path) -> list[Path]:
+        return lock_inputs(project)
+
+    def toolchain_id(self) -> str:
+        return toolchain_id(self.base_python)
+
+    def build(
+        self,
+        project: Path,
+        tmp: Path,
+        final: Path,
+        log_path: Path,
+        *,
+        toolchain: str,
+        inputs: dict[str, str],
+        network: bool,
+        timeout_s: float,
+    ) -> EnvRecord:
+        return build(
+            project,
+            tmp,
+            final,
+            log_path,
+            base_python=self.base_python,
+            toolchain=toolchain,
+            inputs=inputs,
+            network=network,
+            timeout_s=timeout_s,
+        )
+
+    def run_env(self, path: Path, record: EnvRecord) -> dict[str, str]:
+        # The sandbox adds an absolute interpreter's prefix and base on its own.
+        return {}
+
+    def interpreter(self, path: Path) -> str | None:
+        return str(path / "venv" / "bin" / "python")
+
+    def user_needs(self, project: Path, settings: EnvSettings) -> RunNeeds | None:
+        # The user's own interpreter is the `python` setting, which the toolchain reads.
+        return None

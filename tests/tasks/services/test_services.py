@@ -19,10 +19,11 @@ from tasks.envs import runner_with
 from tasks.sandbox.make import make_runner
 from tasks.services import ServiceError, ServicesSettings, processes_in, running_services
 from tasks.services.binaries import postgres_servers
+from tests.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 BOTH = ServicesSettings(postgres=True, redis=True)
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 def _gone(base: Path, timeout_s: float = 30.0) -> bool:

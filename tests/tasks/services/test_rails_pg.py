@@ -19,6 +19,7 @@ from tasks.toolchains.registry import get_toolchain
 from tests.examples_repo import EXAMPLES, git, make_example_repo
 
 pytestmark = pytest.mark.slow
+RUBY = get_toolchain("ruby-rspec").env_builder()
 SPECS = ["spec/models/book_spec.rb", "spec/lib/isbn_spec.rb"]
 
 
@@ -39,7 +40,7 @@ def test_example_declares_postgres_and_commits_its_lock() -> None:
 def test_specs_run_in_the_sandbox_each_job_on_its_own_database(tmp_path: Path) -> None:
     repo = make_example_repo("rails_pg", tmp_path / "library")
     home = tmp_path / "home"
-    env = prepare_environment(repo, "ruby-rspec", home=home)
+    env = prepare_environment(repo, RUBY, home=home)
     # Every gem is Debian's: the environment installs nothing, but it is the same path.
     assert isinstance(env, PreparedEnv), env
     assert not (Path(env.path) / "gems" / "gems").exists()
@@ -51,7 +52,10 @@ def test_specs_run_in_the_sandbox_each_job_on_its_own_database(tmp_path: Path) -
         sandbox = make_runner(
             SandboxSettings(backend="bwrap", timeout_s=180), repo, toolchain_dirs=needs.dirs
         )
-        assert svc.prepare_schema(runner_with(sandbox, needs), repo) == "bin/rails db:schema:load"
+        convention = tc.schema_command(repo)
+        assert svc.prepare_schema(runner_with(sandbox, needs), repo, convention) == (
+            "bin/rails db:schema:load"
+        )
         tables = svc.postgres.psql(
             "select string_agg(tablename, ',' order by tablename) from pg_tables "
             "where schemaname = 'public'",

@@ -24,6 +24,9 @@ from tasks.envs.store import (
     prune_envs,
     read_record,
 )
+from tasks.toolchains.python.install_errors import installer_rules
+from tasks.toolchains.ruby.bundle_errors import bundler_rules
+from tests.paths import REPO_ROOT
 
 NAME = "ruby-" + "ab" * 12
 
@@ -99,7 +102,7 @@ def test_concurrent_builders_do_not_corrupt_each_other(tmp_path: Path) -> None:
             [sys.executable, "-c", _BUILDER, str(tmp_path), who, NAME],
             stdout=subprocess.PIPE,
             text=True,
-            cwd=Path(__file__).resolve().parents[1],
+            cwd=REPO_ROOT,
         )
         for who in ("first", "second", "third")
     ]
@@ -145,7 +148,7 @@ def test_run_step_logs_and_kills_on_timeout(tmp_path: Path) -> None:
     assert done.timed_out and not done.ok
     text = log.read_text()
     assert "$ sh -c" in text and "offline" in text and "started" in text and "timed out" in text
-    assert classify(done, "ruby", network=False)[0] == "timeout"
+    assert classify(done, bundler_rules, network=False)[0] == "timeout"
     # The whole process group is gone (the backgrounded sleep too).
     ps = subprocess.run(["pgrep", "-f", "sleep 60 & sleep 60"], capture_output=True, text=True)
     assert ps.stdout.strip() == ""
@@ -157,7 +160,7 @@ def test_install_env_drops_secrets_and_tool_overrides(monkeypatch: pytest.Monkey
     monkeypatch.setenv("GITHUB_TOKEN", "secret")
     monkeypatch.setenv("GEM_HOME", "/elsewhere")
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:1/simple")
-    env = install_env({"BUNDLE_FROZEN": "true"})
+    env = install_env({"BUNDLE_FROZEN": "true"}, drop=("GEM_HOME",))
     assert "secret" not in env.values()
     assert "GEM_HOME" not in env
     assert env["PIP_INDEX_URL"] == "http://127.0.0.1:1/simple"  # registry configuration kept
@@ -246,7 +249,8 @@ def _step(output: str, code: int = 5) -> StepResult:
 def test_classify_names_the_cause_in_one_line(
     stack: str, output: str, cause: str, words: str
 ) -> None:
-    got, message = classify(_step(output), stack, network=True)
+    rules = bundler_rules if stack == "ruby" else installer_rules
+    got, message = classify(_step(output), rules, network=True)
     assert got == cause
     assert words in message and "\n" not in message
 
@@ -273,27 +277,30 @@ def test_needs_merge_and_runner_env_order(tmp_path: Path) -> None:
 
 def test_users_own_environment_and_preparation_off(tmp_path: Path) -> None:
     from tasks.envs import EnvSettings, prepare_environment, user_environment
+    from tasks.toolchains.ruby.bundle import BundleBuilder
 
     (tmp_path / "Gemfile").write_text('source "https://rubygems.org"\n')
     (tmp_path / "Gemfile.lock").write_text("GEM\n")
     off = EnvSettings(prepare=False)
-    assert prepare_environment(tmp_path, "ruby-rspec", home=tmp_path, settings=off) is None
-    assert prepare_environment(tmp_path, "unknown-stack", home=tmp_path) is None
-    assert user_environment(tmp_path, EnvSettings()) is None
+    assert prepare_environment(tmp_path, BundleBuilder(), home=tmp_path, settings=off) is None
+    assert prepare_environment(tmp_path, None, home=tmp_path) is None
+    assert user_environment(tmp_path, BundleBuilder(), EnvSettings()) is None
     own = user_environment(
-        tmp_path, EnvSettings(bundle_path="vendor/bundle", ruby="/opt/ruby-3.3/bin/ruby")
+        tmp_path,
+        BundleBuilder(),
+        EnvSettings(bundle_path="vendor/bundle", ruby="/opt/ruby-3.3/bin/ruby"),
     )
     assert own is not None
     assert own.dirs == (str(tmp_path / "vendor" / "bundle"), "/opt/ruby-3.3")
     assert own.env["BUNDLE_PATH"] == str(tmp_path / "vendor" / "bundle")
-    assert own.env["BUNDLE_GEMFILE"] == str(tmp_path / "Gemfile")
+    assert "BUNDLE_GEMFILE" not in own.env  # found from the run's directory (a copy too)
     assert own.env["PATH"].startswith("/opt/ruby-3.3/bin:")
 
 
 def test_uv_sync_takes_the_groups_tests_need(tmp_path: Path) -> None:
     """Projects keep pytest plugins in groups named for tests (found on a real project whose
     `testing` group holds pytest-examples and pytest-mock)."""
-    from tasks.envs.python import test_groups
+    from tasks.toolchains.python.prepared import test_groups
 
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "x"\nversion = "0"\n'

@@ -11,9 +11,10 @@ import pytest
 
 from tasks.ci_inputs import ensure_commit, fetch_reports, push_fix_branch
 from tasks.keep.git_safe import GitError
+from tests.paths import TESTS
 from tests.s3server import S3Server, s3_bucket_fixture, s3_server_fixture  # noqa: F401
 
-REPORTS = Path(__file__).resolve().parent / "data" / "reports"
+REPORTS = TESTS / "data" / "reports"
 GIT_ID = {
     "GIT_AUTHOR_NAME": "CI",
     "GIT_AUTHOR_EMAIL": "ci@example.invalid",

@@ -17,10 +17,11 @@ from tasks.toolchains.registry import get_toolchain
 from tests.envs_projects import py_words
 
 pytestmark = pytest.mark.slow
+PYTHON = get_toolchain("python-pytest").env_builder()
 
 
 def _run(project: Path, env: PreparedEnv):  # type: ignore[no-untyped-def]
-    tc = get_toolchain("python-pytest", python=env.python, home=Path(env.path).parents[1])
+    tc = get_toolchain("python-pytest", python=env.interpreter, home=Path(env.path).parents[1])
     runner = make_runner(
         SandboxSettings(backend="bwrap", timeout_s=120),
         project,
@@ -35,9 +36,9 @@ def test_package_from_index_runs_through_env_built_once(tmp_path: Path, source: 
     if source == "requirements.txt":
         (project / "uv.lock").unlink()
     home = tmp_path / "home"
-    first = prepare_environment(project, "python-pytest", home=home)
+    first = prepare_environment(project, PYTHON, home=home)
     assert isinstance(first, PreparedEnv), first
-    assert first.built and first.python is not None
+    assert first.built and first.interpreter is not None
     record = json.loads((Path(first.path) / ".autopilot" / "env.json").read_text())
     if source == "uv.lock":
         assert first.inputs == ["pyproject.toml", "uv.lock"]
@@ -46,13 +47,17 @@ def test_package_from_index_runs_through_env_built_once(tmp_path: Path, source: 
         assert first.inputs == ["requirements.txt"]
         assert any("-r requirements.txt" in c for c in record["commands"])
     probe = subprocess.run(
-        [first.python, "-c", "import inflection, pytest, coverage; print(inflection.__file__)"],
+        [
+            first.interpreter,
+            "-c",
+            "import inflection, pytest, coverage; print(inflection.__file__)",
+        ],
         capture_output=True,
         text=True,
     )
     assert probe.returncode == 0 and probe.stdout.startswith(first.path), probe.stderr
     # The project itself is not installed: the worktree's code is what the tests import.
-    words = subprocess.run([first.python, "-c", "import words"], capture_output=True)
+    words = subprocess.run([first.interpreter, "-c", "import words"], capture_output=True)
     assert words.returncode != 0
 
     result = _run(project, first)
@@ -60,7 +65,7 @@ def test_package_from_index_runs_through_env_built_once(tmp_path: Path, source: 
     assert result.coverage is not None and result.coverage.ratio == 1.0
 
     log_before = Path(first.log).read_bytes()
-    second = prepare_environment(project, "python-pytest", home=home)
+    second = prepare_environment(project, PYTHON, home=home)
     assert isinstance(second, PreparedEnv) and not second.built
     assert second.path == first.path and Path(second.log).read_bytes() == log_before
 
@@ -70,7 +75,7 @@ def test_unknown_package_offline_is_one_line(tmp_path: Path) -> None:
     (project / "uv.lock").unlink()
     (project / "requirements.txt").write_text("autopilot-surely-not-a-package==9.9.9\n")
     got = prepare_environment(
-        project, "python-pytest", home=tmp_path / "home", settings=EnvSettings(network=False)
+        project, PYTHON, home=tmp_path / "home", settings=EnvSettings(network=False)
     )
     assert isinstance(got, EnvProblem), got
     assert got.cause == "unknown_package", got.message
@@ -81,6 +86,6 @@ def test_requires_python_the_machine_cannot_meet(tmp_path: Path) -> None:
     project = py_words(tmp_path)
     pyproject = project / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace(">=3.11", ">=3.99"))
-    got = prepare_environment(project, "python-pytest", home=tmp_path / "home")
+    got = prepare_environment(project, PYTHON, home=tmp_path / "home")
     assert isinstance(got, EnvProblem), got
     assert got.cause in ("toolchain_mismatch", "lock_unresolvable"), got.message

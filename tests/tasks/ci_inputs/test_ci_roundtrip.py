@@ -17,9 +17,10 @@ from tasks.ci_inputs import ensure_commit, fetch_reports, push_fix_branch
 from tasks.facts.reports.read import parse_reports
 from tasks.forge import ForgeSettings, open_pull_request, pull_request_body
 from tests.fakes.forge_server import FakeForge, forge_fixture  # noqa: F401
+from tests.paths import TESTS
 from tests.s3server import S3Server, s3_bucket_fixture, s3_server_fixture  # noqa: F401
 
-REPORTS = Path(__file__).resolve().parent / "data" / "reports"
+REPORTS = TESTS / "data" / "reports"
 ID = {
     "GIT_AUTHOR_NAME": "CI",
     "GIT_AUTHOR_EMAIL": "ci@example.invalid",

@@ -1,0 +1,159 @@
+"""The setting groups of the real-repository parts: ``[envs]`` (prepared environments),
+``[services]`` (throwaway servers per run) and ``[forge]`` (where pull requests are opened).
+
+They are fields of :class:`tasks.core.config.Settings` (``settings.envs``, ``.services``,
+``.forge``); the parts that use them (``tasks.envs``, ``tasks.services``, ``tasks.forge``)
+re-export them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+
+class EnvSettings(BaseModel):
+    """Prepared environments: built once per lock file and toolchain, reused read-only."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prepare: bool = Field(
+        True,
+        description="Build the project's environment from its lock file before the test runs "
+        "(the toolchain names the files); off: the system's packages or the interpreter "
+        "setting only",
+    )
+    network: bool = Field(
+        True,
+        description="The install step may reach the package registries (the only step that "
+        "ever may); off: installed gems, vendor/cache and the uv cache only",
+    )
+    install_timeout_s: float = Field(
+        1800.0, gt=0, description="Wall-clock limit of one environment's whole install"
+    )
+    max_age_days: float = Field(
+        30.0, gt=0, description="Environments unused for this long are pruned"
+    )
+    keep: int = Field(10, ge=1, description="At most this many environments are kept")
+    bundle_path: str | None = Field(
+        None,
+        description="A bundle the user installed themselves (BUNDLE_PATH, e.g. vendor/bundle), "
+        "used instead of a prepared environment",
+    )
+    ruby: str | None = Field(
+        None,
+        description="An interpreter whose bin/ goes first on the sandbox's PATH (e.g. an rbenv "
+        "installation) for the stacks that read it; default: the system's",
+    )
+
+
+_BARE = re.compile(r"\d+(?:\.\d+)*")
+
+
+def version_spec(pin: str) -> str:
+    """A pin as a version specifier: ``"15"`` -> ``==15.*``; specifiers stay as they are."""
+    pin = pin.strip()
+    return f"=={pin}.*" if _BARE.fullmatch(pin) else pin
+
+
+class ServicesSettings(BaseModel):
+    """Throwaway servers per run, from the machine's packages, reachable by socket only.
+
+    ``postgres = true`` (or a version pin such as ``"15"`` or ``">=14,<17"``) and
+    ``redis = true`` (or a pin) in ``autopilot.toml``'s ``[services]``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    postgres: bool | str = Field(
+        False, description="A PostgreSQL server for the run: true, or a version pin ('15')"
+    )
+    redis: bool | str = Field(
+        False, description="A Redis server for the run: true, or a version pin ('7')"
+    )
+    schema_command: str | None = Field(
+        None,
+        description="How the project prepares its database schema, run once in the sandbox "
+        "against the template database (default: the toolchain's convention, if it has one)",
+    )
+    database: str = Field(
+        "autopilot_test",
+        pattern=r"^[a-z_][a-z0-9_]{0,40}$",
+        description="Name of the template database; each file job gets a copy of it",
+    )
+    start_timeout_s: float = Field(60.0, gt=0, description="How long a server may take to start")
+    schema_timeout_s: float = Field(600.0, gt=0, description="Limit of the schema command")
+
+    @field_validator("postgres", "redis")
+    @classmethod
+    def _check_pin(cls, value: bool | str) -> bool | str:
+        if isinstance(value, str):
+            from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+            try:
+                SpecifierSet(version_spec(value))
+            except InvalidSpecifier:
+                raise PydanticCustomError(
+                    "version_pin", "{pin!r}: not a version or version range", {"pin": value}
+                ) from None
+        return value
+
+    @property
+    def any(self) -> bool:
+        """Whether the project declared a service at all."""
+        return self.postgres is not False or self.redis is not False
+
+
+DEFAULT_API = {"github": "https://api.github.com", "gitlab": "https://gitlab.com/api/v4"}
+
+
+class ForgeSettings(BaseModel):
+    """A GitHub or GitLab project to open pull (merge) requests on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["github", "gitlab"] | None = Field(
+        None, description="github or gitlab; unset: no pull request is ever opened"
+    )
+    repository: str | None = Field(
+        None,
+        description="GitHub: owner/name; GitLab: the project's numeric id or its full path "
+        "(group/subgroup/project)",
+    )
+    api_url: str | None = Field(
+        None,
+        description="The REST API root (GitHub Enterprise: https://host/api/v3; self-managed "
+        "GitLab: https://host/api/v4); default: the public service's",
+    )
+    base: str = Field("main", description="The branch the pull request targets")
+    token_secret: str | None = Field(
+        None, description="Name of the Prefect Secret block holding the token"
+    )
+    token_env: str = Field(
+        "AUTOPILOT_FORGE_TOKEN",
+        description="Environment variable holding the token (GITHUB_TOKEN or GITLAB_TOKEN "
+        "are read when it is unset)",
+    )
+    draft: bool = Field(False, description="Open pull requests as drafts")
+    timeout_s: float = Field(30.0, gt=0, description="Per-request timeout")
+
+    @model_validator(mode="after")
+    def _needs_repository(self) -> ForgeSettings:
+        if self.kind is not None and not self.repository:
+            raise ValueError(f"forge.kind = {self.kind!r} needs forge.repository")
+        if self.kind == "github" and self.repository and self.repository.count("/") != 1:
+            raise ValueError(f"forge.repository {self.repository!r}: expected owner/name")
+        return self
+
+    @property
+    def configured(self) -> bool:
+        return self.kind is not None
+
+    @property
+    def api(self) -> str:
+        """The API root without a trailing slash."""
+        assert self.kind is not None
+        return (self.api_url or DEFAULT_API[self.kind]).rstrip("/")
