@@ -289,8 +289,8 @@ def _nightly_in(
 ) -> tuple[_Baseline, list[Target], list[FileOutcome]]:
     """The run inside the worktree: the baseline, the targets, and their outcomes."""
     mapping = map_sources(project, settings.toolchain)
-    runner = make_runner(settings.sandbox, root=wt)
     chain = toolchain_for(settings, mapping.toolchain)
+    runner = make_runner(settings.sandbox, root=wt, toolchain_dirs=chain.sandbox_dirs(project))
     baseline = _baseline(project, chain, runner, mapping, path, commit, settings)
     targets = (
         []

@@ -96,7 +96,7 @@ def scout(
     if reports:
         cases, errors = read_reports([Path(r) for r in reports], user_repo, client)
         return cases, errors, None
-    runner = make_runner(settings.sandbox, root=project)
+    runner = make_runner(settings.sandbox, root=project, toolchain_dirs=chain.sandbox_dirs(project))
     cases, problem = failures_from_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
     return cases, [], problem
 

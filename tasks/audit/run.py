@@ -120,8 +120,8 @@ def audit_repo(repo: Path, ref: str = "HEAD", steps: AuditSteps | None = None) -
             mapping.toolchain,
             len(mapping.untested),
         )
-        runner = make_runner(settings.sandbox, root=wt)
         chain = toolchain_for(settings, mapping.toolchain)
+        runner = make_runner(settings.sandbox, root=wt, toolchain_dirs=chain.sandbox_dirs(project))
         log.info("running the suite with coverage (%s sandbox)", settings.sandbox.backend)
         suite = steps.suite(project, chain, runner, settings.sandbox.spec_timeout_s)
         specs = sorted(

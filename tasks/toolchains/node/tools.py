@@ -55,16 +55,23 @@ def find_node() -> str:
 
 
 def declared_modules(repo: Path, declared: str | None) -> Path | None:
-    """The project's ``node_modules``: the declared one (relative to the repository, never
-    outside it), else ``<repo>/node_modules`` when it is a directory, else None.
+    """The project's ``node_modules``: the declared one, else ``<repo>/node_modules`` when it
+    is a directory, else None. A relative declaration is taken from the repository (never
+    outside it); an absolute one is the setting resolved against the user's checkout (the
+    worktrees runs happen in hold no ignored ``node_modules``), shown read-only to the runs.
 
     Raises:
         ToolchainError: the declared path leaves the repository or does not exist.
     """
     root = repo.resolve()
+    if declared and Path(declared).is_absolute():
+        path = Path(declared)
+        if not path.is_dir():
+            raise ToolchainError(f"node_modules {declared!r}: no such directory")
+        return path
     if declared:
         rel = PurePosixPath(declared)
-        if rel.is_absolute() or ".." in rel.parts:
+        if ".." in rel.parts:
             raise ToolchainError(f"node_modules {declared!r}: must be a path inside the repository")
         path = (root / rel).resolve()
         if not path.is_relative_to(root) or not path.is_dir():
@@ -134,9 +141,18 @@ class NodeTools:
             dirs.append(real)
         return dirs
 
+    def outside(self, repo: Path) -> Path | None:
+        """The project's node_modules when it lies outside `repo` (it must be shown too)."""
+        modules = self.project_modules
+        if modules is None or modules.resolve().is_relative_to(repo.resolve()):
+            return None
+        return modules
+
     def node_path(self) -> str:
-        """``NODE_PATH``: Autopilot's node_modules, after the project's (Node and Jest's
-        resolver try the project's own first by walking up from each file)."""
+        """``NODE_PATH``: the project's declared node_modules (which may lie outside the tree,
+        where walking up from a file never finds it), then Autopilot's."""
+        if self.project_modules is not None:
+            return f"{self.project_modules}{os.pathsep}{self.modules}"
         return str(self.modules)
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from tasks.toolchains.node.run import run_jest
 from tests.examples_repo import git, make_example_repo
-from tests.node_helpers import bwrap_runner, tools_for
+from tests.tasks.toolchains.node.helpers import bwrap_runner, tools_for
 
 pytestmark = pytest.mark.slow
 

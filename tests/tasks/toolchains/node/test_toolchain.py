@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tasks.toolchains.node.toolchain import NodeJestToolchain
-from tests.node_helpers import bwrap_runner, tools_for, write_project
+from tests.tasks.toolchains.node.helpers import bwrap_runner, tools_for, write_project
 
 pytestmark = pytest.mark.slow
 
