@@ -51,6 +51,10 @@ class NodeFileRules(FileRules):
         self.test_roots = list(TEST_ROOTS)
         self._mapping: NodeMapping | None = None
 
+    def write_roots(self) -> list[str]:
+        # Jest's tests live beside the code: any place, for test and support files only.
+        return [""]
+
     def is_test_file(self, path: str) -> bool:
         return is_test_file(path)
 
