@@ -94,9 +94,13 @@ class NodeJestToolchain(Toolchain):
     def file_rules(self, repo: Path) -> FileRules:
         return NodeFileRules(repo)
 
+    def tools_dir(self) -> Path:
+        """Autopilot's tool install: the given one, else the checkout's or the home's."""
+        return self.tools_home or default_tools_dir(self.home)
+
     def tools(self, repo: Path) -> NodeTools:
         """The tools of a run in `repo` (raises ToolchainError when they are missing)."""
-        return resolve_tools(repo, declared=self.node_modules, home=self.tools_home)
+        return resolve_tools(repo, declared=self.node_modules, home=self.tools_dir())
 
     def sandbox_dirs(self, repo: Path) -> list[str]:
         """Autopilot's tools, a declared node_modules outside the tree, and the stack's
@@ -165,7 +169,7 @@ class NodeJestToolchain(Toolchain):
         return context.context_paths(project, source, source_text)
 
     def versions(self, project: Path) -> dict[str, str]:
-        return context.node_versions(project, self.tools_home or default_tools_dir())
+        return context.node_versions(project, self.tools_dir())
 
     def syntax_check(self, path: str) -> list[str] | None:
         if not is_code(path):
@@ -174,7 +178,7 @@ class NodeJestToolchain(Toolchain):
             node = find_node()
         except ToolchainError:
             node = "node"  # the run then says what is missing
-        home = self.tools_home or default_tools_dir()
+        home = self.tools_dir()
         return syntax.syntax_check(path, node, home / "node_modules" / "typescript")
 
     def body_lines(self, path: str, text: str) -> set[int] | None:
@@ -189,7 +193,7 @@ class NodeJestToolchain(Toolchain):
     def config_digest(self, repo: Path) -> str:
         """The base digest plus the tools' lock and the declared node_modules: other tool
         versions or other dependencies are another validation."""
-        lock = (self.tools_home or default_tools_dir()) / "package-lock.json"
+        lock = (self.tools_dir()) / "package-lock.json"
         data = lock.read_bytes() if lock.is_file() else b"(no tools installed)"
         digest = hashlib.sha256(super().config_digest(repo).encode())
         digest.update(b"\0lock\0" + data)

@@ -3,9 +3,11 @@
 Autopilot's own tools (Jest, ts-jest, TypeScript, jest-junit, ESLint and its default
 configuration, jsdom and Testing Library, supertest, the common type packages) are installed by
 ``make setup`` with ``npm ci --ignore-scripts`` from the committed ``toolchains/node/
-package-lock.json`` into ``toolchains/node/node_modules`` of the checkout (``AUTOPILOT_NODE_TOOLS``
-names another directory holding the same install). The sandbox shows that directory read-only;
-nothing is ever installed during a run.
+package-lock.json`` into ``toolchains/node/node_modules`` of the checkout; an installed wheel
+carries the same ``package.json``/lock as resources and installs them under
+``$AUTOPILOT_HOME/toolchains/node`` (``python -m tasks.toolchains.node.install``);
+``AUTOPILOT_NODE_TOOLS`` names another directory holding the same install. The sandbox shows
+that directory read-only; nothing is ever installed during a run.
 
 A project's own ``node_modules`` wins when it has one: the declared ``node_modules`` (a path
 relative to the repository, like the ``python`` setting), else ``<repo>/node_modules`` when it
@@ -33,11 +35,27 @@ def checkout_tools_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "toolchains" / "node"
 
 
-def default_tools_dir() -> Path:
-    """The toolchain directory: ``$AUTOPILOT_NODE_TOOLS`` or the checkout's
-    ``toolchains/node``."""
+def home_tools_dir(home: Path | None = None) -> Path:
+    """Where an installed Autopilot keeps the tools: ``<AUTOPILOT_HOME>/toolchains/node``
+    (`home`, else ``$AUTOPILOT_HOME``, else ``~/.autopilot``); see
+    :mod:`tasks.toolchains.node.install`."""
+    if home is None:
+        env = os.environ.get("AUTOPILOT_HOME")
+        home = Path(env).expanduser() if env else Path.home() / ".autopilot"
+    return home / "toolchains" / "node"
+
+
+def default_tools_dir(home: Path | None = None) -> Path:
+    """The toolchain directory: ``$AUTOPILOT_NODE_TOOLS``, else the checkout's
+    ``toolchains/node`` when ``make setup`` installed the tools there, else the one under
+    Autopilot's home (an installed wheel)."""
     env = os.environ.get(TOOLS_ENV)
-    return Path(env).resolve() if env else checkout_tools_dir()
+    if env:
+        return Path(env).resolve()
+    checkout = checkout_tools_dir()
+    if (checkout / "node_modules").is_dir():
+        return checkout
+    return home_tools_dir(home)
 
 
 def find_node() -> str:
@@ -169,7 +187,7 @@ def resolve_tools(
     missing = [n for n in REQUIRED if not (home / "node_modules" / n / "package.json").is_file()]
     if missing:
         raise ToolchainError(
-            f"the node toolchain in {home} lacks {', '.join(missing)}: run `make setup` "
-            "(npm ci --ignore-scripts in toolchains/node)"
+            f"the node toolchain in {home} lacks {', '.join(missing)}: run `make setup` in a "
+            "checkout, or `python -m tasks.toolchains.node.install` for an installed Autopilot"
         )
     return NodeTools(node=find_node(), home=home, project_modules=declared_modules(repo, declared))
