@@ -27,7 +27,7 @@ from tasks.toolchains.node.jest import BABEL_CONFIGS, CONFIG_FILES
 from tasks.toolchains.node.layout import NodeKind, is_code
 from tasks.toolchains.node.lint import FLAT_CONFIGS, LEGACY_CONFIGS
 from tasks.toolchains.node.lint import lint as eslint
-from tasks.toolchains.node.patches import MANIFESTS, TSCHECK
+from tasks.toolchains.node.patches import MANIFESTS, TEST_CONFIG_GLOBS, TSCHECK
 from tasks.toolchains.node.run import not_started, run_jest
 from tasks.toolchains.node.tools import NodeTools, default_tools_dir, find_node, resolve_tools
 
@@ -57,7 +57,9 @@ class NodeJestToolchain(Toolchain):
     cache_dirs = (".eslintcache", ".jest-cache", ".swc", ".parcel-cache", ".turbo", ".next")
     env_dirs = ("node_modules",)
     output_paths = ("coverage", "junit.xml")
-    manifests = tuple(sorted(MANIFESTS))
+    # Dependencies, and what decides how tests run and are checked (jest, tsconfig, babel,
+    # eslint, jest setup files): a patch touching them needs a person.
+    manifests = (*sorted(MANIFESTS), *TEST_CONFIG_GLOBS)
     migrations = ("migrations/*", "prisma/migrations/*", "prisma/schema.prisma")
     assertion_words = r"\b(expect|assert\w*)\b"
     skip_words = r"(\b(?:it|test|describe)\.(?:skip|todo)\b|\bx(?:it|test|describe)\b)"

@@ -28,7 +28,7 @@ def test_registered_detected_and_configured(tmp_path: Path) -> None:
     assert registry.by_language("typescript") is NodeJestToolchain
     assert registry.owner_of_kind("node-route") is NodeJestToolchain
     assert "node_modules" in registry.env_dirs()
-    assert "package.json" in registry.manifests()
+    assert {"package.json", "jest.config.*", "tsconfig.json"} <= set(registry.manifests())
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "package.json").write_text('{"name": "x"}\n')
