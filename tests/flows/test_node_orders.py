@@ -205,13 +205,13 @@ def test_eval_injects_a_regression_that_the_repair_fixes(
     )
     suite = chain.run_suite(scratch, runner)
     sources = {p: (scratch / p).read_text() for p in suite.files}
-    # The first seed whose regression lands in money.ts, whose tests check exact values (a
-    # mutation no test notices would leave the repair nothing to do).
-    for seed in range(50):
-        [mutation], texts = choose(sources, suite.files, 1, chain, seed=seed)
-        if mutation.path == MONEY:
-            break
-    assert mutation.path == MONEY
+    # Files are visited in order: the first regression lands in orderSummary.ts, whose only
+    # spec is the example's weak one (toBeTruthy), so no test notices it; the second lands in
+    # the route handlers, whose spec checks exact statuses and bodies.
+    seed = 0
+    [survivor, mutation], texts = choose(sources, suite.files, 2, chain, seed=seed)
+    assert survivor.path == "src/components/orderSummary.ts"
+    assert mutation.path == "src/handlers/orders.ts"
     old, new = sources[mutation.path].splitlines(), texts[mutation.path].splitlines()
     n = mutation.line
     mistral_server.add(Rule(schema_name="judge_verdict", replies=[judge_reply(0.9)]))
@@ -220,12 +220,13 @@ def test_eval_injects_a_regression_that_the_repair_fixes(
     surgeon = _revert(mutation.path, n, old[n - 1], new[n - 1], old[n - 2], old[n])
     mistral_server.add(Rule(when=is_surgeon, replies=[surgeon]))
 
-    code = eval_cmd.run(repo, regressions=1, seed=seed, json_out=True, only=[DATES])
+    code = eval_cmd.run(repo, regressions=2, seed=seed, json_out=True, only=[DATES])
 
     doc = _json(capsys)
     assert code == 0, doc
-    assert doc["mutations"] == [mutation.describe()]
-    assert [g["outcome"] for g in doc["repair"]["groups"]] == ["fixed"]
+    assert doc["mutations"] == [survivor.describe(), mutation.describe()]
+    assert [g["outcome"] for g in doc["repair"]["groups"]] == ["fixed"], doc["repair"]
     assert doc["table"]["autonomous_fix_rate"] == 1.0
     assert git(repo, "status", "--porcelain") == ""
     assert (repo / mutation.path).read_text() == sources[mutation.path]
+    assert (repo / survivor.path).read_text() == sources[survivor.path]
