@@ -304,8 +304,10 @@ def _nightly_in(
     mapping = map_sources(project, settings.toolchain)
     with prepared_run(settings, project, wt, mapping.toolchain) as ready:
         with job_context("baseline"):  # its own database: the template stays clean
-            runner = make_runner(settings.sandbox, root=wt)
             chain = toolchain_for(settings, mapping.toolchain)
+            runner = make_runner(
+                settings.sandbox, root=wt, toolchain_dirs=chain.sandbox_dirs(project)
+            )
             baseline = _baseline(
                 project, chain, runner, mapping, path, commit, settings, ready.problem
             )

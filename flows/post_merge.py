@@ -103,7 +103,9 @@ def scout(
         cases, errors = read_reports([Path(r) for r in reports], user_repo, client)
         return cases, errors, None
     with job_context("scout"):  # its own database: the template stays clean
-        runner = make_runner(settings.sandbox, root=project)
+        runner = make_runner(
+            settings.sandbox, root=project, toolchain_dirs=chain.sandbox_dirs(project)
+        )
         timeout = settings.sandbox.spec_timeout_s
         cases, problem = failures_from_suite(project, chain, runner, timeout)
     return cases, [], problem

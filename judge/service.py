@@ -128,7 +128,7 @@ def judge_in_repo(
             dest = project / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(repo / rel, dest)
-        runner = make_runner(settings.sandbox, root=wt)
+        runner = make_runner(settings.sandbox, root=wt, toolchain_dirs=chain.sandbox_dirs(project))
         validation = chain.run_specs(project, [spec_rel], source_rel, runner)
     return _verdict(
         validation, spec_rel, spec_text, source_rel, source_text, chain, settings, client
@@ -233,7 +233,7 @@ def _judge_case(
             dest = root / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(text, encoding="utf-8")
-        runner = make_runner(settings.sandbox, root=root)
+        runner = make_runner(settings.sandbox, root=root, toolchain_dirs=chain.sandbox_dirs(root))
         validation = chain.run_specs(root, [case.spec_path], case.source_path, runner)
     return _verdict(
         validation, case.spec_path, case.spec, case.source_path, case.source, chain, settings,

@@ -106,12 +106,13 @@ def test_resources_come_from_the_installed_package(installed: Path, tmp_path: Pa
         " 'rubric': str(default_rubric_path()), 'levels': len(load_rubric().levels),\n"
         " 'cases': len(load_cases()),\n"
         " 'helper': str(resource_path("
-        "'tasks/toolchains/ruby/resources/autopilot_simplecov.rb'))}))\n"
+        "'tasks/toolchains/ruby/resources/autopilot_simplecov.rb')),\n"
+        " 'node_lock': str(resource_path('toolchains/node/package-lock.json'))}))\n"
     )
     done = run([str(installed / "python"), "-c", code], cwd=tmp_path, env=clean_env())
     found = json.loads(done.stdout)
     site = installed.parent
-    for key in ("tasks", "prompts", "skills", "rubric", "helper"):
+    for key in ("tasks", "prompts", "skills", "rubric", "helper", "node_lock"):
         assert Path(found[key]).is_relative_to(site), (key, found[key])
         assert not Path(found[key]).is_relative_to(REPO_ROOT), (key, found[key])
     assert found["prompts"].endswith("tasks/_data/prompts")

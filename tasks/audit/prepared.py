@@ -88,7 +88,9 @@ def prepared_run(
         schema, problem = None, None
         if declared:
             try:
-                runner = make_runner(settings.sandbox, root=worktree)
+                runner = make_runner(
+                    settings.sandbox, root=worktree, toolchain_dirs=chain.sandbox_dirs(project)
+                )
                 schema = services.prepare_schema(runner, project, chain.schema_command(project))
             except (ServiceError, AutopilotError) as exc:
                 problem = f"services: {exc}"

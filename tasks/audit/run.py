@@ -128,7 +128,9 @@ def audit_repo(repo: Path, ref: str = "HEAD", steps: AuditSteps | None = None) -
             chain = toolchain_for(settings, mapping.toolchain)
             log.info("running the suite with coverage (%s sandbox)", settings.sandbox.backend)
             with job_context("audit"):  # its own database: the template stays clean
-                runner = make_runner(settings.sandbox, root=wt)
+                runner = make_runner(
+                    settings.sandbox, root=wt, toolchain_dirs=chain.sandbox_dirs(project)
+                )
                 suite = steps.suite(project, chain, runner, settings.sandbox.spec_timeout_s)
             specs = sorted(
                 set(list_specs(project, mapping.toolchain))

@@ -165,7 +165,7 @@ class Settings(BaseSettings):
         None,
         pattern=r"^[a-z][a-z0-9-]*$",
         description="Override toolchain detection: a registered toolchain's name "
-        "(ruby-rspec, python-pytest)",
+        "(ruby-rspec, python-pytest, node-jest)",
     )
     archive: str | None = Field(None, description="Archive URI; default <home>/archive")
     python: str | None = Field(
@@ -186,6 +186,12 @@ class Settings(BaseSettings):
     forge: ForgeSettings = Field(
         default_factory=ForgeSettings,
         description="Where pull requests are opened (GitHub or GitLab); unset: never",
+    )
+    node_modules: str | None = Field(
+        None,
+        description="The node_modules a JavaScript/TypeScript project's tests run with (its "
+        "Jest, ts-jest, types and dependencies), relative to the repository; default: the "
+        "tree's own node_modules when it has one, else Autopilot's tools",
     )
     prepare: list[str] = Field(
         default_factory=list,
@@ -252,6 +258,10 @@ def load_settings(repo: Path | None = None, overrides: dict[str, Any] | None = N
         raise ConfigError(f"invalid setting {where}: {message}") from None
     if settings.python is not None and repo is not None:
         settings = settings.model_copy(update={"python": _interpreter(repo, settings.python)})
+    if settings.node_modules is not None and repo is not None:
+        settings = settings.model_copy(
+            update={"node_modules": _directory(repo, "node_modules", settings.node_modules)}
+        )
     for path in settings.sandbox.read_only:
         # Again against the configured home: it may come from autopilot.toml, not the env.
         reason = declared_path_problem(path, autopilot_home=str(settings.home))
@@ -267,6 +277,15 @@ def _interpreter(repo: Path, python: str) -> str:
     path = os.path.abspath(os.path.join(repo, os.path.expanduser(python)))
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise ConfigError(f"invalid setting python: {path} is not an executable file")
+    return path
+
+
+def _directory(repo: Path, name: str, value: str) -> str:
+    """A directory setting as an absolute path (relative ones are taken from the repository:
+    the runs happen in worktrees, which lack what git ignores); it must be a directory."""
+    path = os.path.abspath(os.path.join(repo, os.path.expanduser(value)))
+    if not os.path.isdir(path):
+        raise ConfigError(f"invalid setting {name}: {path} is not a directory")
     return path
 
 

@@ -22,8 +22,9 @@ from pathlib import Path
 
 from tasks.core.errors import ConfigError
 
-#: Top-level data directories of the repository, bundled into the wheel under `tasks/_data/`.
-DATA_DIRS = ("prompts", "skills")
+#: Top-level data directories of the repository, bundled into the wheel under `tasks/_data/`
+#: (of ``toolchains/``, only the files that define the stacks' tool installs).
+DATA_DIRS = ("prompts", "skills", "toolchains")
 #: The packages whose files are resources of their own.
 PACKAGES = ("tasks", "judge", "flows")
 BUNDLE = "_data"

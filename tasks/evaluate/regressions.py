@@ -33,7 +33,7 @@ def inject(
     """Run the baseline suite on the clone, choose `regressions` mutations of covered lines
     and commit them on :data:`BRANCH` (the clone's, never the user's)."""
     chain = toolchain_for(settings, detect_toolchain(project, settings.toolchain))
-    runner = make_runner(settings.sandbox, root=root)
+    runner = make_runner(settings.sandbox, root=root, toolchain_dirs=chain.sandbox_dirs(project))
     suite = chain.run_suite(project, runner)
     sources = {
         path: (project / path).read_text(encoding="utf-8")

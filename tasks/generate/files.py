@@ -39,12 +39,17 @@ def reply_parser(
         ReplyFormatError: a path outside the test tree or the skill's globs, an existing file
             that is neither the target's spec nor shared support, or no test file at all.
     """
-    roots = tuple(f"{root}/" for root in rules.test_roots)
+    roots = tuple(f"{root}/" if root else "" for root in rules.write_roots())
 
     def parse(text: str) -> dict[str, str]:
         replies.append(text)
         files = parse_files_reply(text, roots)
         for path in files:
+            if not rules.is_test_side(path):
+                raise ReplyFormatError(
+                    f"{path}: not a test or test support file; put the tests of "
+                    f"{target.source} in {target.spec}"
+                )
             if not skill.may_write(path):
                 allowed = ", ".join(skill.meta.writes)
                 raise ReplyFormatError(

@@ -135,7 +135,9 @@ def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOut
     with tempfile.TemporaryDirectory(prefix="autopilot-gen-") as tmp:
         try:
             copy = copy_project(job.project, Path(tmp))
-            runner = make_runner(job.settings.sandbox, root=copy)
+            runner = make_runner(
+                job.settings.sandbox, root=copy, toolchain_dirs=chain.sandbox_dirs(copy)
+            )
         except (AutopilotError, OSError) as exc:
             return failed(target, f"{target.source}: cannot prepare a sandbox copy: {exc}")
         outcome = generate_for_file(

@@ -164,7 +164,7 @@ def review_patch(
             review.static_errors = [f"git apply: {error}"]
             review.feedback = f"The patch does not apply to the original code: {error}"
             return review
-        runner = make_runner(settings.sandbox, root=wt)
+        runner = make_runner(settings.sandbox, root=wt, toolchain_dirs=chain.sandbox_dirs(project))
         review.static_errors = syntax_errors(project, info.files, runner)
         if review.static_errors:
             review.feedback = "The patched files do not parse: " + "; ".join(review.static_errors)

@@ -180,6 +180,12 @@ class DockerRunner(Runner):
         self._client: Any = None
         self._image_path: str | None = None
 
+    def read_only_dirs(self, program: str) -> list[str]:
+        """The host directories a run of `program` shows read-only: its installation, the
+        runner's `toolchain_dirs` (the toolchain's tools, as bwrap shows them) and the declared
+        ones."""
+        return [*toolchain_dirs(program), *self.toolchain_dirs, *self.settings.read_only]
+
     def client(self) -> Any:
         """The engine client, connected on first use; SandboxError when no engine answers."""
         if self._client is None:
@@ -249,7 +255,7 @@ class DockerRunner(Runner):
             limits=self.limits,
             timeout_s=timeout_s,
             user=_owner(self.root),
-            read_only=[*toolchain_dirs(argv[0]), *self.settings.read_only],
+            read_only=self.read_only_dirs(argv[0]),
         )
         image = kwargs.pop("image")
         start = time.monotonic()

@@ -150,6 +150,14 @@ class Toolchain(ABC):
         the stack reads: an interpreter, an environment)."""
         return cls(prepare=settings.prepare, home=settings.home)
 
+    def sandbox_dirs(self, repo: Path) -> list[str]:
+        """Host directories its runs in `repo` need, shown read-only by the sandbox besides the
+        worktree (tools installed outside it); every ``make_runner`` of a run passes them as
+        ``toolchain_dirs``. An interpreter given as an absolute ``argv[0]`` needs none: the
+        runner shows its installation on its own."""
+        del repo
+        return []
+
     # --- the repository -------------------------------------------------------------------
 
     @classmethod

@@ -43,6 +43,12 @@ class FileRules(ABC):
     #: The directories tests live in, the first taking new ones (``spec``; pytest's testpaths).
     test_roots: list[str]
 
+    def write_roots(self) -> list[str]:
+        """The directories a generated file may be written under: the test roots; ``""``
+        (anywhere, but only test files and support by :meth:`is_test_side`) for a stack whose
+        tests live beside the code."""
+        return list(self.test_roots)
+
     @abstractmethod
     def is_test_file(self, path: str) -> bool:
         """A file of examples that the test runner loads (as opposed to support)."""

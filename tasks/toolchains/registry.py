@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 STACKS: dict[str, str] = {
     "ruby-rspec": "tasks.toolchains.ruby.toolchain:RubyRspecToolchain",
     "python-pytest": "tasks.toolchains.python.toolchain:PythonPytestToolchain",
+    "node-jest": "tasks.toolchains.node.toolchain:NodeJestToolchain",
 }
 
 

@@ -11,10 +11,12 @@ Plain functions and classes, one module per concern:
 - :mod:`~tasks.toolchains.node.lint`: ESLint with the project's configuration or a default;
 - :mod:`~tasks.toolchains.node.rubric`: the static rubric's findings for Jest test files;
 - :mod:`~tasks.toolchains.node.patches`: syntax checks and manifest risk for repair patches;
-- :mod:`~tasks.toolchains.node.toolchain`: the stack as a ``Toolchain`` of the base class.
-
-Nothing here is registered yet: the toolchain interface (``tasks/toolchains/``) plugs it in
-(the registry does not list node-jest yet).
+- :mod:`~tasks.toolchains.node.files`, :mod:`~tasks.toolchains.node.diagnose`,
+  :mod:`~tasks.toolchains.node.context`, :mod:`~tasks.toolchains.node.syntax`: the file rules,
+  load errors, prompt context, syntax checks and mutations the interface asks for;
+- :mod:`~tasks.toolchains.node.install`: the tools of an installed wheel, under the home;
+- :mod:`~tasks.toolchains.node.toolchain`: the stack as a ``Toolchain``, registered as
+  ``node-jest`` in ``tasks/toolchains/registry.py``.
 
 May import: tasks.core, tasks.facts, tasks.keep, tasks.toolchains (never another stack).
 """

@@ -84,11 +84,16 @@ def compiler_overrides(repo: Path, tools: NodeTools) -> dict[str, object]:
     diagnostics, and Autopilot's type packages and modules when the project has no
     ``node_modules`` of its own."""
     options: dict[str, object] = {"pretty": False}
-    if tools.project_modules is None:
-        ours = str(tools.modules)
-        options["typeRoots"] = [f"{ours}/@types", str(repo / "node_modules" / "@types")]
+    outside = tools.outside(repo)
+    if tools.project_modules is None or outside is not None:
+        # The compiler looks for packages by walking up from each file: it would find neither
+        # ours nor a declared node_modules outside the tree.
+        roots = [str(m) for m in (outside, tools.modules) if m is not None]
+        options["typeRoots"] = [f"{r}/@types" for r in roots] + [
+            str(repo / "node_modules" / "@types")
+        ]
         if not _declares_paths(repo):
-            options["paths"] = {"*": [f"{ours}/@types/*", f"{ours}/*"]}
+            options["paths"] = {"*": [p for r in roots for p in (f"{r}/@types/*", f"{r}/*")]}
     return options
 
 

@@ -29,7 +29,7 @@ from tasks.facts.stacktrace import locations_from_trace
 from tasks.toolchains.diagnose import relative_to_repo
 from tasks.toolchains.runs import join_messages, relative_path, shorten_middle, tail
 
-#: The toolchain's name (``ToolchainName`` must list it before results validate it).
+#: The toolchain's name, as its results carry it.
 TOOLCHAIN = "node-jest"
 #: jest-junit's classname for a suite that failed to run (``reportTestSuiteErrors``).
 SUITE_ERROR = "Test suite failed to run"
@@ -51,15 +51,8 @@ def strip_ansi(text: str) -> str:
 
 
 def node_validation(**fields: Any) -> ValidationResult:
-    """A ValidationResult of the node-jest toolchain.
-
-    Every field is validated; the toolchain name is set afterwards because ``ToolchainName``
-    (tasks/types.py) does not list ``node-jest`` yet. Once it does, the ``type: ignore`` below
-    is reported unused by mypy and this becomes a plain constructor call.
-    """
-    result = ValidationResult.model_validate({**fields, "toolchain": "python-pytest"})
-    result.toolchain = TOOLCHAIN
-    return result
+    """A ValidationResult of the node-jest toolchain (every field validated)."""
+    return ValidationResult.model_validate({**fields, "toolchain": TOOLCHAIN})
 
 
 def read_jest_json(path: Path) -> dict[str, Any] | None:
@@ -179,7 +172,7 @@ def parse_jest_run(
     errors = suite_errors(data, repo)
     if errors:
         file, first = next(iter(errors.items()))
-        problem = _load_problem(file, first, repo)
+        problem = load_problem_of(file, first, repo)
         text = join_messages([f"{f}: {m}" for f, m in errors.items()])
         return node_validation(**base, examples=found, load_error=text, problem=problem), errors
     stopped = _run_problem(data, found, cmd)
@@ -226,7 +219,7 @@ _MISSING = re.compile(r"Cannot find module '(?P<name>[^']+)' from '(?P<from>[^']
 _FRAME = re.compile(r"^\s*(?P<file>[\w./@-]+\.[cm]?[jt]sx?):(?P<line>\d+)", re.MULTILINE)
 
 
-def _load_problem(file: str, message: str, repo: Path) -> SuiteProblem:
+def load_problem_of(file: str, message: str, repo: Path) -> SuiteProblem:
     """A suite that failed to run: a project problem (its code does not load) unless a
     package is missing from node_modules (the environment)."""
     lines = [ln.strip() for ln in message.splitlines() if ln.strip()]

@@ -1,37 +1,48 @@
-"""node-jest as a :class:`~tasks.toolchains.base.Toolchain` of today's base class: the adapter
-the toolchain interface registers (``get_toolchain("node-jest")`` once ``ToolchainName`` lists
-it). Runs and lint go through the plain functions of this package; results are redacted by the
-base class like every other stack's.
+"""The node-jest toolchain: Jest (ts-jest, jest-junit, istanbul JSON coverage) and ESLint, with
+the project's own ``node_modules`` (the ``node_modules`` setting) or Autopilot's tools.
 
-The caller's runner must show :meth:`NodeJestToolchain.sandbox_dirs` read-only (today's base
-class has no such hook: the Python toolchain's interpreter is added by the runner from
-``argv[0]``, which does not cover Node's tools, so the interface needs one).
+The class answers the interface; the work is in the folder's modules: ``tools`` (node, the
+tools ``make setup`` installs, the project's node_modules, what the sandbox shows), ``layout``
+and ``files`` (sources, kinds, tests, support, where a test goes), ``jest`` and ``run`` (the
+Jest command and its run), ``results`` and ``coverage`` (what it wrote), ``diagnose`` (why a
+test file did not load), ``lint`` (ESLint), ``rubric`` (the static rubric on tree-sitter),
+``context`` (imports, set-up files, versions), ``syntax`` (checks, function bodies, mutations),
+``patches`` (the repair's syntax check of changed files).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tasks.core.types import Finding, LintOffense, SuiteProblem
-from tasks.toolchains.base import (
-    CommandRunner,
-    SuiteResult,
-    Toolchain,
-    ToolchainError,
-)
+from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain, ToolchainError
 from tasks.toolchains.files import FileRules
+from tasks.toolchains.mutants import Mutation
+from tasks.toolchains.node import context, diagnose, rubric, syntax
+from tasks.toolchains.node.files import NodeFileRules
 from tasks.toolchains.node.jest import BABEL_CONFIGS, CONFIG_FILES
+from tasks.toolchains.node.layout import NodeKind, is_code
 from tasks.toolchains.node.lint import FLAT_CONFIGS, LEGACY_CONFIGS
 from tasks.toolchains.node.lint import lint as eslint
+from tasks.toolchains.node.patches import MANIFESTS, TEST_CONFIG_GLOBS, TSCHECK
 from tasks.toolchains.node.run import not_started, run_jest
-from tasks.toolchains.node.tools import NodeTools, default_tools_dir, resolve_tools
+from tasks.toolchains.node.tools import NodeTools, default_tools_dir, find_node, resolve_tools
+
+if TYPE_CHECKING:
+    from tasks.core.config import Settings
 
 
 class NodeJestToolchain(Toolchain):
     """node-jest: Jest (ts-jest, jest-junit, istanbul JSON coverage) and ESLint."""
 
     name = "node-jest"
+    language = "typescript"
+    test_tool = "jest"
+    kinds = tuple(str(k) for k in NodeKind)
+    detection = "package.json (or tsconfig.json) + a Jest test file or a jest configuration"
     config_files = (
         "package.json",
         "package-lock.json",
@@ -41,53 +52,68 @@ class NodeJestToolchain(Toolchain):
         *FLAT_CONFIGS,
         *LEGACY_CONFIGS,
     )
+    resource_dir = "tasks/toolchains/node/resources"
+    resources = (TSCHECK,)
+    cache_dirs = (".eslintcache", ".jest-cache", ".swc", ".parcel-cache", ".turbo", ".next")
+    env_dirs = ("node_modules",)
+    output_paths = ("coverage", "junit.xml")
+    # Dependencies, and what decides how tests run and are checked (jest, tsconfig, babel,
+    # eslint, jest setup files): a patch touching them needs a person.
+    manifests = (*sorted(MANIFESTS), *TEST_CONFIG_GLOBS)
+    migrations = ("migrations/*", "prisma/migrations/*", "prisma/schema.prisma")
+    assertion_words = r"\b(expect|assert\w*)\b"
+    skip_words = r"(\b(?:it|test|describe)\.(?:skip|todo)\b|\bx(?:it|test|describe)\b)"
+    mock_words = r"\b(jest\.(?:mock|fn|spyOn|doMock)|mockImplementation|mockReturnValue)"
 
     def __init__(
         self,
         node_modules: str | None = None,
-        prepare: tuple[str, ...] = (),
+        prepare: tuple[str, ...] | list[str] = (),
+        home: Path | None = None,
         tools_home: Path | None = None,
     ) -> None:
-        """`node_modules`: the project's, relative to the repository (None: ``node_modules``
-        when it exists); `tools_home`: Autopilot's tool install (None: the default)."""
+        """`node_modules`: the project's (relative to the repository, or absolute as the
+        settings resolve it; None: ``node_modules`` when the tree has one); `tools_home`:
+        Autopilot's tool install (None: the default, see :mod:`.tools`)."""
+        super().__init__(prepare=prepare, home=home)
         self.node_modules = node_modules
-        self.prepare = tuple(prepare)
         self.tools_home = tools_home
 
-    # Not yet behind the interface (issue 18's integration wires these; the registry does not
-    # list node-jest until then): each says so rather than pretending.
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Toolchain:
+        return cls(node_modules=settings.node_modules, prepare=settings.prepare, home=settings.home)
+
     @classmethod
     def detect(cls, repo: Path) -> bool:
-        """Not wired yet."""
-        raise NotImplementedError("node-jest: detection is not wired into the interface yet")
+        if not ((repo / "package.json").is_file() or (repo / "tsconfig.json").is_file()):
+            return False
+        if any((repo / name).is_file() for name in CONFIG_FILES):
+            return True
+        from tasks.toolchains.mapping import list_files
+
+        return any(NodeFileRules(repo).is_test_file(f) for f in list_files(repo))
 
     def file_rules(self, repo: Path) -> FileRules:
-        """Not wired yet."""
-        raise NotImplementedError("node-jest: file rules are not wired into the interface yet")
+        return NodeFileRules(repo)
 
-    def load_error_files(self, text: str) -> list[str]:
-        """Not wired yet."""
-        raise NotImplementedError("node-jest: load errors are not wired into the interface yet")
-
-    def load_problem(self, text: str, project: Path) -> SuiteProblem:
-        """Not wired yet."""
-        raise NotImplementedError("node-jest: load problems are not wired into the interface yet")
-
-    def rubric_findings(self, path: str, text: str) -> tuple[list[Finding], int]:
-        """Not wired yet."""
-        raise NotImplementedError("node-jest: the rubric is not wired into the interface yet")
+    def tools_dir(self) -> Path:
+        """Autopilot's tool install: the given one, else the checkout's or the home's."""
+        return self.tools_home or default_tools_dir(self.home)
 
     def tools(self, repo: Path) -> NodeTools:
         """The tools of a run in `repo` (raises ToolchainError when they are missing)."""
-        return resolve_tools(repo, declared=self.node_modules, home=self.tools_home)
+        return resolve_tools(repo, declared=self.node_modules, home=self.tools_dir())
 
     def sandbox_dirs(self, repo: Path) -> list[str]:
-        """What a runner over `repo` must show read-only for this toolchain ([] when the
-        tools are missing: the run then reports why)."""
+        """Autopilot's tools, a declared node_modules outside the tree, and the stack's
+        resources ([] of the tools when they are missing: the run then reports why)."""
+        dirs = [str(self.resource(TSCHECK).parent)]
         try:
-            return self.tools(repo).sandbox_dirs()
+            tools = self.tools(repo)
         except ToolchainError:
-            return []
+            return dirs
+        outside = tools.outside(repo)
+        return [*tools.sandbox_dirs(), *([str(outside)] if outside else []), *dirs]
 
     def run_tests(
         self,
@@ -104,10 +130,12 @@ class NodeJestToolchain(Toolchain):
     ) -> SuiteResult:
         """:func:`~tasks.toolchains.node.run.run_jest`, after the project's ``prepare``
         commands; `contexts` is not supported by Jest (no per-test coverage) and ignored."""
+        del contexts
         try:
             tools = self.tools(repo)
-            env = {"NODE_PATH": tools.node_path()}
-            prepared = self.prepare_worktree(repo.resolve(), runner, env)
+            prepared = self.prepare_worktree(
+                repo.resolve(), runner, {"NODE_PATH": tools.node_path()}
+            )
         except ToolchainError as exc:
             return not_started(specs, target, exc)
         suite = run_jest(
@@ -124,16 +152,50 @@ class NodeJestToolchain(Toolchain):
         suite.prepared = [*prepared, *suite.prepared]
         return suite
 
+    def load_error_files(self, text: str) -> list[str]:
+        return diagnose.load_error_files(text)
+
+    def load_problem(self, text: str, project: Path) -> SuiteProblem:
+        return diagnose.load_problem(text, project)
+
     def lint(
         self, repo: Path, files: list[str], autocorrect: bool, runner: CommandRunner
     ) -> list[LintOffense]:
         """ESLint (see :mod:`tasks.toolchains.node.lint`)."""
         return eslint(repo, files, autocorrect, runner, self.tools(repo))
 
+    def rubric_findings(self, path: str, text: str) -> tuple[list[Finding], int]:
+        return rubric.analyse(path, text)
+
+    def context_paths(self, project: Path, source: str, kind: str, source_text: str) -> list[str]:
+        return context.context_paths(project, source, source_text)
+
+    def versions(self, project: Path) -> dict[str, str]:
+        return context.node_versions(project, self.tools_dir())
+
+    def syntax_check(self, path: str) -> list[str] | None:
+        if not is_code(path):
+            return None
+        try:
+            node = find_node()
+        except ToolchainError:
+            node = "node"  # the run then says what is missing
+        home = self.tools_dir()
+        return syntax.syntax_check(path, node, home / "node_modules" / "typescript")
+
+    def body_lines(self, path: str, text: str) -> set[int] | None:
+        return syntax.body_lines(path, text) if is_code(path) else None
+
+    def mutations(self, path: str, text: str, lines: set[int]) -> Iterator[Mutation]:
+        return syntax.mutations(path, text, lines) if is_code(path) else iter(())
+
+    def mutant_ok(self, text: str) -> bool:
+        return syntax.syntax_ok(text)
+
     def config_digest(self, repo: Path) -> str:
         """The base digest plus the tools' lock and the declared node_modules: other tool
         versions or other dependencies are another validation."""
-        lock = (self.tools_home or default_tools_dir()) / "package-lock.json"
+        lock = (self.tools_dir()) / "package-lock.json"
         data = lock.read_bytes() if lock.is_file() else b"(no tools installed)"
         digest = hashlib.sha256(super().config_digest(repo).encode())
         digest.update(b"\0lock\0" + data)

@@ -3,9 +3,11 @@
 Autopilot's own tools (Jest, ts-jest, TypeScript, jest-junit, ESLint and its default
 configuration, jsdom and Testing Library, supertest, the common type packages) are installed by
 ``make setup`` with ``npm ci --ignore-scripts`` from the committed ``toolchains/node/
-package-lock.json`` into ``toolchains/node/node_modules`` of the checkout (``AUTOPILOT_NODE_TOOLS``
-names another directory holding the same install). The sandbox shows that directory read-only;
-nothing is ever installed during a run.
+package-lock.json`` into ``toolchains/node/node_modules`` of the checkout; an installed wheel
+carries the same ``package.json``/lock as resources and installs them under
+``$AUTOPILOT_HOME/toolchains/node`` (``python -m tasks.toolchains.node.install``);
+``AUTOPILOT_NODE_TOOLS`` names another directory holding the same install. The sandbox shows
+that directory read-only; nothing is ever installed during a run.
 
 A project's own ``node_modules`` wins when it has one: the declared ``node_modules`` (a path
 relative to the repository, like the ``python`` setting), else ``<repo>/node_modules`` when it
@@ -33,11 +35,27 @@ def checkout_tools_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "toolchains" / "node"
 
 
-def default_tools_dir() -> Path:
-    """The toolchain directory: ``$AUTOPILOT_NODE_TOOLS`` or the checkout's
-    ``toolchains/node``."""
+def home_tools_dir(home: Path | None = None) -> Path:
+    """Where an installed Autopilot keeps the tools: ``<AUTOPILOT_HOME>/toolchains/node``
+    (`home`, else ``$AUTOPILOT_HOME``, else ``~/.autopilot``); see
+    :mod:`tasks.toolchains.node.install`."""
+    if home is None:
+        env = os.environ.get("AUTOPILOT_HOME")
+        home = Path(env).expanduser() if env else Path.home() / ".autopilot"
+    return home / "toolchains" / "node"
+
+
+def default_tools_dir(home: Path | None = None) -> Path:
+    """The toolchain directory: ``$AUTOPILOT_NODE_TOOLS``, else the checkout's
+    ``toolchains/node`` when ``make setup`` installed the tools there, else the one under
+    Autopilot's home (an installed wheel)."""
     env = os.environ.get(TOOLS_ENV)
-    return Path(env).resolve() if env else checkout_tools_dir()
+    if env:
+        return Path(env).resolve()
+    checkout = checkout_tools_dir()
+    if (checkout / "node_modules").is_dir():
+        return checkout
+    return home_tools_dir(home)
 
 
 def find_node() -> str:
@@ -55,16 +73,23 @@ def find_node() -> str:
 
 
 def declared_modules(repo: Path, declared: str | None) -> Path | None:
-    """The project's ``node_modules``: the declared one (relative to the repository, never
-    outside it), else ``<repo>/node_modules`` when it is a directory, else None.
+    """The project's ``node_modules``: the declared one, else ``<repo>/node_modules`` when it
+    is a directory, else None. A relative declaration is taken from the repository (never
+    outside it); an absolute one is the setting resolved against the user's checkout (the
+    worktrees runs happen in hold no ignored ``node_modules``), shown read-only to the runs.
 
     Raises:
         ToolchainError: the declared path leaves the repository or does not exist.
     """
     root = repo.resolve()
+    if declared and Path(declared).is_absolute():
+        path = Path(declared)
+        if not path.is_dir():
+            raise ToolchainError(f"node_modules {declared!r}: no such directory")
+        return path
     if declared:
         rel = PurePosixPath(declared)
-        if rel.is_absolute() or ".." in rel.parts:
+        if ".." in rel.parts:
             raise ToolchainError(f"node_modules {declared!r}: must be a path inside the repository")
         path = (root / rel).resolve()
         if not path.is_relative_to(root) or not path.is_dir():
@@ -134,9 +159,18 @@ class NodeTools:
             dirs.append(real)
         return dirs
 
+    def outside(self, repo: Path) -> Path | None:
+        """The project's node_modules when it lies outside `repo` (it must be shown too)."""
+        modules = self.project_modules
+        if modules is None or modules.resolve().is_relative_to(repo.resolve()):
+            return None
+        return modules
+
     def node_path(self) -> str:
-        """``NODE_PATH``: Autopilot's node_modules, after the project's (Node and Jest's
-        resolver try the project's own first by walking up from each file)."""
+        """``NODE_PATH``: the project's declared node_modules (which may lie outside the tree,
+        where walking up from a file never finds it), then Autopilot's."""
+        if self.project_modules is not None:
+            return f"{self.project_modules}{os.pathsep}{self.modules}"
         return str(self.modules)
 
 
@@ -153,7 +187,7 @@ def resolve_tools(
     missing = [n for n in REQUIRED if not (home / "node_modules" / n / "package.json").is_file()]
     if missing:
         raise ToolchainError(
-            f"the node toolchain in {home} lacks {', '.join(missing)}: run `make setup` "
-            "(npm ci --ignore-scripts in toolchains/node)"
+            f"the node toolchain in {home} lacks {', '.join(missing)}: run `make setup` in a "
+            "checkout, or `python -m tasks.toolchains.node.install` for an installed Autopilot"
         )
     return NodeTools(node=find_node(), home=home, project_modules=declared_modules(repo, declared))

@@ -21,6 +21,7 @@ from tasks.generate.skills import (
     load_skills,
 )
 from tasks.toolchains import registry
+from tasks.toolchains.node.syntax import syntax_ok as node_syntax_ok
 from tests.paths import EXAMPLES
 
 SKILL_FILES = sorted(p for p in default_skills_dir().glob("*.md") if p.name != "README.md")
@@ -32,6 +33,10 @@ EXPECTED = {
     "rails-helper": "helper",
     "ruby-plain": "ruby",
     "python-module": "python",
+    "node-module": "node-module",
+    "node-component": "node-component",
+    "node-route": "node-route",
+    "node-utility": "node-utility",
 }
 # Matchers the mission bans everywhere; an example spec must not teach them.
 FORBIDDEN_IN_EXAMPLES = re.compile(
@@ -71,6 +76,8 @@ def test_examples_parse(path: Path, tmp_path: Path) -> None:
     for i, (lang, code) in enumerate(examples):
         if lang == "python":
             ast.parse(code, filename=f"{path.name}#{i}")
+        elif lang == "typescript":
+            assert node_syntax_ok(code), f"{path.name}#{i}: does not parse"
         else:
             file = tmp_path / f"example_{i}.rb"
             file.write_text(code)
@@ -96,13 +103,18 @@ def test_ruby_syntax_check_catches_missing_parenthesis(tmp_path: Path) -> None:
 def test_examples_follow_the_rules_they_teach(path: Path) -> None:
     skill = load_skill(path)
     for lang, code in skill.examples():
-        assert FORBIDDEN_IN_EXAMPLES.search(code) is None, f"{path.name}: forbidden pattern"
+        # (supertest's `.send(body)` is no Ruby `send`: the pattern is for Ruby and Python.)
+        if lang != "typescript":
+            assert FORBIDDEN_IN_EXAMPLES.search(code) is None, f"{path.name}: forbidden pattern"
         if lang == "ruby" and skill.meta.kind == "controller":
             # Through HTTP an error path is a status plus the exact error body.
             assert re.search(r'eq\("errors?" => ', code), "error path with exact message"
         elif lang == "ruby":
             assert "eq(" in code
             assert re.search(r"raise_error\(\w[\w:]*, \"", code), "error path with class+message"
+        elif lang == "typescript":
+            assert re.search(r"\.(toBe|toEqual|toStrictEqual)\(", code), "exact expectations"
+            assert not re.search(r"\.(only|skip)\(|\btoThrow\(\)", code), "what it forbids"
         else:
             tree = ast.parse(code)
             raises = [
@@ -129,6 +141,9 @@ def test_critical_rules_from_the_mission(path: Path) -> None:
         assert "@" in rules  # let, never instance variables
         if skill.meta.kind != "controller":
             assert re.search(r"raise_error\(ExactClass, \"exact message\"\)", rules)
+    elif skill.language == "typescript":
+        for phrase in ("toBeTruthy", "snapshot", "jest.mock", ".only", "type-check"):
+            assert phrase in rules, phrase
     else:
         for phrase in ("==", "pytest.raises(ExactError, match=", "parametrize", "_private"):
             assert phrase in rules, phrase
@@ -217,9 +232,16 @@ def test_writes_scope() -> None:
     assert by["ruby-plain"].may_write("spec/lib/x/y_spec.rb")
     assert by["python-module"].may_write("tests/test_pricing.py")
     assert not by["python-module"].may_write("src/shop/pricing.py")
-    assert all(w.startswith(("spec/", "tests/")) for s in by.values() for w in s.meta.writes), (
+    trees = [s for s in by.values() if s.language != "typescript"]
+    assert all(w.startswith(("spec/", "tests/")) for s in trees for w in s.meta.writes), (
         "skills may only write under the test trees"
     )
+    # Jest tests live beside their sources: only test files, by name or in __tests__/.
+    colocated = [w for s in by.values() if s.language == "typescript" for w in s.meta.writes]
+    assert colocated
+    assert all(re.search(r"\.(test|spec)\.|__tests__/", w) for w in colocated)
+    assert by["node-module"].may_write("src/orders.test.ts")
+    assert not by["node-module"].may_write("src/orders.ts")
 
 
 @pytest.mark.parametrize(

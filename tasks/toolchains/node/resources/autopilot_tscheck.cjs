@@ -3,10 +3,13 @@
 // error, `file:line:col - error TS<code>: message`, and exits 1 when there is any.
 "use strict";
 const fs = require("fs");
-const ts = require("typescript");
+// `--typescript=<dir>` names the TypeScript package (else it is resolved from NODE_PATH).
+const args = process.argv.slice(2);
+const flag = args.length && args[0].startsWith("--typescript=") ? args.shift() : null;
+const ts = require(flag ? flag.slice("--typescript=".length) : "typescript");
 
 let errors = 0;
-for (const file of process.argv.slice(2)) {
+for (const file of args) {
   let text;
   try {
     text = fs.readFileSync(file, "utf8");

@@ -9,7 +9,7 @@ import pytest
 
 from tasks.facts.stacktrace import locations_from_trace
 from tasks.toolchains.node.patches import is_test_side, risk_reason, syntax_errors
-from tests.node_helpers import bwrap_runner, tools_for, write_project
+from tests.tasks.toolchains.node.helpers import bwrap_runner, tools_for, write_project
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ import pytest
 
 from tasks.toolchains.base import ToolchainError
 from tasks.toolchains.node.lint import eslint_argv, lint, parse_eslint_json, project_eslint_config
-from tests.node_helpers import bwrap_runner, tools_for, write_project
+from tests.tasks.toolchains.node.helpers import bwrap_runner, tools_for, write_project
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from tasks.toolchains.base import SuiteResult, ToolchainError
 from tasks.toolchains.node.run import coverage_sources, run_jest
 from tasks.toolchains.node.tools import resolve_tools
 from tests.examples_repo import make_example_repo
-from tests.node_helpers import bwrap_runner, tools_for, write_project
+from tests.tasks.toolchains.node.helpers import bwrap_runner, tools_for, write_project
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tasks.core.config import SandboxSettings, load_settings
+from tasks.sandbox.make import make_runner
 from tasks.toolchains.node.run import run_jest
+from tasks.toolchains.registry import toolchain_for
 from tests.examples_repo import git, make_example_repo
-from tests.node_helpers import bwrap_runner, tools_for
+from tests.tasks.toolchains.node.helpers import bwrap_runner, tools_for
 
 pytestmark = pytest.mark.slow
 
@@ -133,3 +136,41 @@ def _cmdline(pid: str) -> str:
         return Path(f"/proc/{pid}/cmdline").read_text()
     except OSError:
         return ""
+
+
+ENV_LEAK = """
+test("prints the environment", () => {
+  const seen = JSON.stringify(process.env);
+  console.log(seen);
+  expect(seen).toBe("");
+});
+"""
+
+
+def test_a_jest_test_never_sees_or_leaks_a_host_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the interface as the flows use it: the runner the toolchain's sandbox_dirs
+    configure; the host's secrets are not in the sandbox's environment, and a secret-shaped
+    value the test does see (its own) is redacted from everything that comes back."""
+
+    host_secret = "sk-host-" + uuid.uuid4().hex
+    monkeypatch.setenv("MISTRAL_API_KEY", host_secret)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", host_secret)
+    repo = make_example_repo("node_orders", tmp_path / "orders")
+    (repo / "src" / "env.test.js").write_text(ENV_LEAK)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "env")
+    chain = toolchain_for(load_settings(repo), "node-jest")
+    runner = make_runner(
+        SandboxSettings(backend="bwrap", timeout_s=120),
+        repo,
+        toolchain_dirs=chain.sandbox_dirs(repo),
+        cache_dir=tmp_path / "cache",
+    )
+    v = chain.run_specs(repo, ["src/env.test.js"], None, runner)
+    assert v.loaded and not v.passed
+    [example] = v.examples
+    assert example.status == "failed" and "NODE_PATH" in (example.trace or "")
+    everything = v.model_dump_json()
+    assert host_secret not in everything

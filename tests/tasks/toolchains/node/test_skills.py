@@ -1,6 +1,6 @@
-"""The node-jest skills (skills/node/): the same front matter as the other skills, one per
-kind, globs that agree with the mapping, and examples that really run green under Jest, pass
-the static rubric and lint clean."""
+"""The node-jest skills (skills/node-*.md, loaded with the others): the same front matter as
+the other skills, one per kind, globs that agree with the mapping, and examples that really
+run green under Jest, pass the static rubric and lint clean."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from tasks.toolchains.node.lint import lint
 from tasks.toolchains.node.rubric import analyse
 from tasks.toolchains.node.run import run_jest
 from tests.examples_repo import git, make_example_repo
-from tests.node_helpers import bwrap_runner, tools_for
+from tests.paths import REPO_ROOT
+from tests.tasks.toolchains.node.helpers import bwrap_runner, tools_for
 
-SKILLS_DIR = Path(__file__).resolve().parents[1] / "skills" / "node"
-SKILL_FILES = sorted(SKILLS_DIR.glob("*.md"))
+SKILLS_DIR = REPO_ROOT / "skills"
+SKILL_FILES = sorted(SKILLS_DIR.glob("node-*.md"))
 _FRONT = re.compile(r"\A---\n(.*?\n)---\n", re.DOTALL)
 _FENCE = re.compile(r"^```(\w+)\n(.*?)^```\s*$", re.DOTALL | re.MULTILINE)
 #: Where each skill's example lands in examples/node_orders (it tests an untested file there).
@@ -44,9 +45,8 @@ def _load(path: Path) -> tuple[dict[str, object], str, list[tuple[str, str]]]:
 @pytest.mark.parametrize("path", SKILL_FILES, ids=[p.stem for p in SKILL_FILES])
 def test_front_matter_is_the_skills_format(path: Path) -> None:
     meta, body, examples = _load(path)
-    # Every field is validated by the skills' own model; only the kind is new (NodeKind:
-    # tasks.core.types.SourceKind does not list the node kinds yet).
-    SkillMeta.model_validate({**meta, "kind": "python"})
+    # Every field is validated by the skills' own model (the kind against the registry).
+    SkillMeta.model_validate(meta)
     assert NodeKind(str(meta["kind"])).value == path.stem
     assert meta["name"] == path.stem
     assert re.fullmatch(r"\d+\.\d+\.\d+", str(meta["version"]))

@@ -13,7 +13,7 @@ from tasks.toolchains.node.lint import lint
 from tasks.toolchains.node.rubric import analyse
 from tasks.toolchains.node.run import map_project, run_jest
 from tests.examples_repo import make_example_repo
-from tests.node_helpers import bwrap_runner, tools_for
+from tests.tasks.toolchains.node.helpers import bwrap_runner, tools_for
 
 pytestmark = pytest.mark.slow
 
