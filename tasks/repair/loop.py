@@ -17,6 +17,7 @@ from tasks.core.config import Settings
 from tasks.core.types import TestCaseResult
 from tasks.model.client import ModelClient
 from tasks.repair.cache import ReplyCache
+from tasks.repair.reproduce import reproduce
 from tasks.repair.review import review_patch
 from tasks.repair.roles import build_context, diagnose, extend_context, surgeon
 from tasks.repair.state import Attempt, GroupState, route_after_audit, route_after_diagnosis
@@ -102,6 +103,10 @@ def run_group(state: GroupState, env: RepairEnv, save: SaveFn) -> GroupState:
     state.started_at = state.started_at or now()
     try:
         if state.context is None:
+            reproduce(state, env)
+            if state.step == "human":  # flaky: reported and handed over, never patched
+                save(state, "context")
+                return state
             state.context = build_context(env.project, state.group, env.chain)
             save(state, "context")
         while state.step not in ("done", "human"):

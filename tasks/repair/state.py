@@ -32,6 +32,8 @@ Verdict = Literal["PASSED", "NEEDS_REVISION", "RISKY"]
 Outcome = Literal["fixed", "needs_human", "risky", "failed"]
 Step = Literal["diagnose", "surgeon", "audit", "done", "human"]
 HumanAction = Literal["approve", "reject", "edit"]
+#: What kind of failure a group is (issue 15): where its cause lies.
+Category = Literal["test-side", "code-side", "environment-dependency", "flaky", "unknown"]
 
 
 class _Model(BaseModel):
@@ -117,6 +119,15 @@ class Attempt(_Model):
     audit: PatchReview | None = None
 
 
+class Reproduction(_Model):
+    """The group's failing test files re-run at the base commit before any model is asked."""
+
+    reproduced: bool = Field(description="Some failing example failed again (or did not run)")
+    still_failing: list[str] = Field(default_factory=list)
+    passed: list[str] = Field(default_factory=list, description="Reported failing, passed now")
+    evidence: str = ""
+
+
 class HumanDecisionRecord(_Model):
     """What a person answered at the hand-off (None in the state while unanswered)."""
 
@@ -140,6 +151,8 @@ class GroupState(_Model):
     handoff_reasons: list[str] = Field(default_factory=list)
     reasons: list[str] = Field(default_factory=list, description="What happened, in words")
     human: HumanDecisionRecord | None = None
+    reproduction: Reproduction | None = None
+    category: Category | None = None
     outcome: Outcome | None = None
     final_patch: str | None = None
     commit: str | None = None
