@@ -39,6 +39,7 @@ from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
 from tasks.model.client import ModelClient
 from tasks.repair.branch import commit_fixes
 from tasks.repair.human import HumanDecision, hand_off
+from tasks.repair.knowledge import Knowledge, record_outcomes
 from tasks.repair.loop import RepairEnv, now, run_group
 from tasks.repair.resume import load_state, reopen
 from tasks.repair.scout import (
@@ -48,7 +49,14 @@ from tasks.repair.scout import (
     group_failures,
     read_reports,
 )
-from tasks.repair.state import GroupState, RepairState, RepairSummary, metrics
+from tasks.repair.state import (
+    GroupState,
+    RepairState,
+    RepairSummary,
+    categorize,
+    metrics,
+    partial_outcome,
+)
 from tasks.sandbox.make import make_runner
 from tasks.toolchains.base import Toolchain
 from tasks.toolchains.mapping import map_repo
@@ -174,6 +182,7 @@ def post_merge(
             elif state.groups and client is not None:
                 failing = [t for g in state.groups for t in g.group.tests]
                 env = RepairEnv(client, settings, root, sub, commit, chain, project, failing)
+                env.knowledge = Knowledge.load(archive_root)
                 _repair_groups(state, env, saver, human_poll_s)
     finally:
         if client is not None:
@@ -225,7 +234,11 @@ def _close(state: RepairState, saver: _Saver, run_archive: RunArchive, name: str
     for g in state.groups:
         if g.outcome is None:  # a PASSED patch that could not be committed is handled above
             g.outcome = "needs_human"
+        if partial_outcome(g):
+            g.outcome = "partial"
+        g.category = categorize(g)
         g.finished_at = g.finished_at or now()
+    record_outcomes(run_archive, state)
     result = RepairSummary.of(state)
     saver.run(state, "final")
     saver.put("summary.json", result.model_dump(mode="json"))
@@ -283,6 +296,7 @@ def _artifacts(state: RepairState, name: str) -> None:
                 "group": g.group.id,
                 "tests": len(g.group.tests),
                 "outcome": g.outcome,
+                "category": g.category,
                 "attempts": len(g.attempts),
                 "tokens": g.tokens,
                 "signature": g.group.signature,
@@ -295,6 +309,11 @@ def _artifacts(state: RepairState, name: str) -> None:
         f"# Post-merge repair of {name}\n\nBranch: {state.branch or '(none)'}\n\n"
         f"- autonomous fix rate: {m.autonomous_fix_rate:.0%}\n"
         f"- human intervention rate: {m.human_intervention_rate:.0%}\n"
-        f"- mean time to fix: {m.mean_time_to_fix_s}s\n- tokens: {m.tokens}\n",
+        f"- mean time to fix: {m.mean_time_to_fix_s}s\n- tokens: {m.tokens}\n"
+        f"- categories: {_pct(m.category_shares)}\n- outcomes: {_pct(m.outcome_shares)}\n",
         key=f"{key}-summary",
     )
+
+
+def _pct(shares: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.0%}" for k, v in shares.items()) or "none"

@@ -132,6 +132,19 @@ def judge_rerun(
     return False, feedback, unchanged
 
 
+def fixed_tests(group: FailureGroup, result: ValidationResult) -> list[str]:
+    """The group's failing examples that ran and passed in `result` (a run that did not load
+    fixed none)."""
+    if not result.loaded or result.reason:
+        return []
+    return [
+        t.id
+        for t in group.tests
+        if (seen := [e for e in result.examples if same_case(e, t)])
+        and all(e.status in ("passed", "skipped") for e in seen)
+    ]
+
+
 def review_patch(
     *,
     repo_root: Path,
@@ -280,6 +293,7 @@ def _verdict(
     )
     passed, feedback, wrong = judge_rerun(group, result, known_failures)
     review.diagnosis_wrong = wrong
+    review.fixed_tests = fixed_tests(group, result)
     if not passed:
         review.feedback = feedback
         return review
