@@ -7,7 +7,10 @@ in the sandbox, the flakiness re-runs and the judge. Figures:
 
 - first run: wall time against the ideal ``calls x latency / concurrency`` (target <= 1.5x);
 - re-run on the unchanged repository: wall time against the first run (target <= 0.1x), with
-  the number of model calls it made (must be 0).
+  the number of model calls it made (must be 0);
+- the whole-branch proof (the ``suite`` gate: accepted files run together with the suite,
+  twice): its wall time against one run of the resulting suite alone (target <= 2x, the
+  issue's bound on what it may add), and its share of the first run's wall time.
 
 The ideal counts only model latency: on a small machine the real test runs (a pytest process
 per run) dominate, and the ratio says by how much. A second figure compares the wall time with
@@ -124,6 +127,27 @@ def run_flow(repo: Path, concurrency: int) -> tuple[float, Any]:
     return time.perf_counter() - start, report
 
 
+def suite_alone_s(repo: Path, report: Any, sandbox: str) -> float:
+    """Seconds of one run of the whole suite, every accepted file included, without coverage
+    (what the whole-branch proof runs twice), on a copy with nothing else running."""
+    import shutil
+
+    from tasks.core.config import SandboxSettings
+    from tasks.sandbox.make import make_runner
+    from tasks.toolchains.registry import get_toolchain
+
+    copy = repo.parent / "suite-alone"
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
+    for f in report.files:
+        if f.verdict == "accepted":
+            for rel, text in f.files.items():
+                (copy / rel).write_text(text, encoding="utf-8")
+    runner = make_runner(SandboxSettings(backend=sandbox), root=copy, cache_dir=copy / ".cache")
+    start = time.perf_counter()
+    get_toolchain("python-pytest").run_specs(copy, [], None, runner, coverage=False)
+    return time.perf_counter() - start
+
+
 def serial_work_s(repo: Path, report: Any, sample: int, flaky_runs: int, sandbox: str) -> float:
     """Seconds one file's sandboxed work takes with nothing else running: for `sample` accepted
     files, the commands the nightly ran for them (lint with autocorrect, the run with coverage,
@@ -205,6 +229,7 @@ def main() -> int:
                 rerun_s, second = run_flow(repo, args.concurrency)
                 rerun_calls = len(server.requests) - calls
             per_file = serial_work_s(repo, first, args.serial_sample, args.flaky_runs, args.sandbox)
+            suite_s = suite_alone_s(repo, first, args.sandbox)
         finally:
             server.stop()
 
@@ -222,6 +247,13 @@ def main() -> int:
     )
     print(f"re-run: {rerun_s:.1f} s wall, {rerun_calls} model calls")
     print(f"verdicts of the re-run: {sorted({f.verdict for f in second.files})}")
+    proof = first.suite_proof
+    proof_s = proof.seconds if proof is not None else 0.0
+    print(
+        f"whole-branch proof: {proof_s:.1f} s in {proof.runs if proof else 0} runs "
+        f"({proof_s / first_s:.1%} of the first run); the suite alone: {suite_s:.1f} s; "
+        f"dropped: {len(proof.dropped) if proof else 0}"
+    )
     figures = [
         {
             "name": "first run wall / ideal (calls x latency / concurrency)",
@@ -243,6 +275,20 @@ def main() -> int:
             "baseline": round(first_s, 2),
             "ratio": round(rerun_s / first_s, 3),
             "target": 0.1,
+        },
+        {
+            "name": "whole-branch proof / one run of the suite alone",
+            "value": round(proof_s, 2),
+            "baseline": round(suite_s, 2),
+            "ratio": round(proof_s / suite_s, 2) if suite_s else None,
+            "target": 2.0,
+        },
+        {
+            "name": "whole-branch proof share of the first run's wall time",
+            "value": round(proof_s, 2),
+            "baseline": round(first_s, 2),
+            "ratio": round(proof_s / first_s, 3),
+            "target": 1.0,
         },
         {
             "name": "re-run model calls",

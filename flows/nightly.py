@@ -50,11 +50,13 @@ from tasks.generate.job import NO_MODEL, FileJob, failed, run_file_job, skipped
 from tasks.generate.loop import DEFAULT_MAX_ITERATIONS
 from tasks.generate.report import (
     NightlyReport,
+    SuiteProof,
     archive_run,
     commit_accepted,
     markdown_summary,
     table_rows,
 )
+from tasks.generate.suite_gate import prove_together
 from tasks.generate.targets import Target, choose_targets
 from tasks.generate.types import FileOutcome
 from tasks.keep.git import (
@@ -115,6 +117,27 @@ def generate_tests(job: FileJob) -> FileOutcome:
     its own database when the run has services."""
     with job_context(job.target.source):
         return run_file_job(job, lambda: _client(job))
+
+
+@task(
+    name="suite-proof",
+    task_run_name="accepted files together with the suite",
+    cache_policy=NO_CACHE,
+)
+def suite_proof(
+    project: Path,
+    chain: Toolchain,
+    runner: CommandRunner,
+    outcomes: list[FileOutcome],
+    baseline: SuiteResult,
+    spec_timeout_s: float,
+) -> tuple[SuiteProof, list[FileOutcome]]:
+    """The whole-branch proof (``suite`` gate): the accepted files run together with the
+    existing suite, twice, the order varied; a file that fails only together is rejected."""
+    proof = prove_together(
+        project, chain, runner, outcomes, baseline.validation, timeout_s=spec_timeout_s
+    )
+    return proof, outcomes
 
 
 def _nightly_run_name() -> str:
@@ -250,7 +273,9 @@ def nightly(
     try:
         with worktree(root, commit) as wt:
             project = wt / sub if sub else wt
-            baseline, targets, outcomes = _nightly_in(project, wt, path, commit, settings, work)
+            baseline, targets, outcomes, proof = _nightly_in(
+                project, wt, path, commit, settings, work
+            )
     finally:
         client = _release_client(token)
     report = NightlyReport(
@@ -259,6 +284,7 @@ def nightly(
         base_commit=commit,
         files=outcomes,
         baseline_error=baseline.error,
+        suite_proof=proof,
     )
     _count_calls(report, client)
     branch = commit_accepted(root, sub, commit, outcomes, today, push=push and not pr)
@@ -298,9 +324,10 @@ class _Baseline:
 
 def _nightly_in(
     project: Path, wt: Path, path: Path, commit: str, settings: Settings, work: _Work
-) -> tuple[_Baseline, list[Target], list[FileOutcome]]:
+) -> tuple[_Baseline, list[Target], list[FileOutcome], SuiteProof | None]:
     """The run inside the worktree, its environment and services ready: the baseline, the
-    targets, and their outcomes (none when the environment or a service is not ready)."""
+    targets, their outcomes, and the proof of the accepted ones together with the suite
+    (None: nothing was accepted)."""
     mapping = map_sources(project, settings.toolchain)
     with prepared_run(settings, project, wt, mapping.toolchain) as ready:
         with job_context("baseline"):  # its own database: the template stays clean
@@ -311,18 +338,21 @@ def _nightly_in(
             baseline = _baseline(
                 project, chain, runner, mapping, path, commit, settings, ready.problem
             )
-        return _targets_and_outcomes(project, path, settings, work, mapping, baseline)
+        return _targets_and_outcomes(project, wt, path, settings, work, mapping, chain, baseline)
 
 
 def _targets_and_outcomes(
     project: Path,
+    wt: Path,
     path: Path,
     settings: Settings,
     work: _Work,
     mapping: Mapping,
+    chain: Toolchain,
     baseline: _Baseline,
-) -> tuple[_Baseline, list[Target], list[FileOutcome]]:
-    """The targets the baseline leaves, and their file jobs' outcomes."""
+) -> tuple[_Baseline, list[Target], list[FileOutcome], SuiteProof | None]:
+    """The targets the baseline leaves, their file jobs' outcomes, and the accepted files'
+    proof together with the suite (None: nothing was accepted)."""
     targets = (
         []
         if baseline.error
@@ -337,7 +367,7 @@ def _targets_and_outcomes(
     )
     log.info("%d target(s): %s", len(targets), ", ".join(t.source for t in targets[:10]))
     if not settings.model_configured:
-        return baseline, targets, [skipped(t, NO_MODEL) for t in targets]
+        return baseline, targets, [skipped(t, NO_MODEL) for t in targets], None
     failing = frozenset(
         e.id for e in baseline.suite.validation.examples if e.status in ("failed", "error")
     )
@@ -356,11 +386,15 @@ def _targets_and_outcomes(
         )
         for t in targets
     ]
-    return (
-        baseline,
-        targets,
-        _run_targets(jobs, targets, artifact_key("nightly-progress", path.name)),
-    )
+    outcomes = _run_targets(jobs, targets, artifact_key("nightly-progress", path.name))
+    if not any(o.verdict == "accepted" for o in outcomes):
+        return baseline, targets, outcomes, None
+    with job_context("suite-proof"):  # its own database, like every job
+        runner = make_runner(settings.sandbox, root=wt, toolchain_dirs=chain.sandbox_dirs(project))
+        proof, outcomes = suite_proof(
+            project, chain, runner, outcomes, baseline.suite, settings.sandbox.spec_timeout_s
+        )
+    return baseline, targets, outcomes, proof
 
 
 def _baseline(

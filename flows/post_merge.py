@@ -45,6 +45,7 @@ from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
 from tasks.model.client import ModelClient
 from tasks.repair.branch import commit_fixes
 from tasks.repair.human import HumanDecision, hand_off
+from tasks.repair.knowledge import Knowledge, record_outcomes
 from tasks.repair.loop import RepairEnv, now, run_group
 from tasks.repair.resume import load_state, reopen
 from tasks.repair.scout import (
@@ -54,7 +55,14 @@ from tasks.repair.scout import (
     group_failures,
     read_reports,
 )
-from tasks.repair.state import GroupState, RepairState, RepairSummary, metrics
+from tasks.repair.state import (
+    GroupState,
+    RepairState,
+    RepairSummary,
+    categorize,
+    metrics,
+    partial_outcome,
+)
 from tasks.sandbox.make import make_runner
 from tasks.toolchains.base import Toolchain
 from tasks.toolchains.mapping import map_repo
@@ -183,7 +191,7 @@ def post_merge(
         with tempfile.TemporaryDirectory(prefix="autopilot-reports-") as fetched_dir:
             given, fetch_errors = _local_reports(reports or [], Path(fetched_dir))
             run = _Run(run_id, base, sub, run_archive.uri, given, fetch_errors, human_poll_s)
-            state = _repair_in(path, root, settings, run, earlier, saver, client)
+            state = _repair_in(path, root, settings, run, earlier, saver, client, archive_root)
     finally:
         if client is not None:
             # Every model call: role, model, prompt name/version/hash, tokens, latency, retries.
@@ -236,8 +244,10 @@ def _repair_in(
     earlier: RepairState | None,
     saver: _Saver,
     client: ModelClient | None,
+    archive_root: Archive,
 ) -> RepairState:
-    """The run in a worktree at its commit, with its environment and services ready."""
+    """The run in a worktree at its commit, with its environment and services ready (past
+    fixes are read from `archive_root`'s knowledge when a model is asked)."""
     with worktree(root, run.commit) as wt:
         project = wt / run.sub if run.sub else wt
         mapping = map_repo(project, settings.toolchain)
@@ -261,6 +271,7 @@ def _repair_in(
                 env = RepairEnv(
                     client, settings, root, run.sub, run.commit, chain, project, failing
                 )
+                env.knowledge = Knowledge.load(archive_root)
                 _repair_groups(state, env, saver, run.human_poll_s)
     return state
 
@@ -323,6 +334,9 @@ def _settle(state: RepairState) -> None:
     for g in state.groups:
         if g.outcome is None:  # a PASSED patch that could not be committed is handled above
             g.outcome = "needs_human"
+        if partial_outcome(g):
+            g.outcome = "partial"
+        g.category = categorize(g)
         g.finished_at = g.finished_at or now()
 
 
@@ -332,6 +346,7 @@ def _close(
     """The run's end: the summary (with the push and pull request outcomes) archived, the
     artifacts published."""
     _settle(state)
+    record_outcomes(run_archive, state)
     result = RepairSummary.of(state).model_copy(
         update={"push_error": delivery.push_error, "pull_request": delivery.pull_request}
     )
@@ -391,6 +406,7 @@ def _artifacts(state: RepairState, name: str) -> None:
                 "group": g.group.id,
                 "tests": len(g.group.tests),
                 "outcome": g.outcome,
+                "category": g.category,
                 "attempts": len(g.attempts),
                 "tokens": g.tokens,
                 "signature": g.group.signature,
@@ -410,9 +426,14 @@ def summary_markdown(state: RepairState, name: str) -> str:
         f"- autonomous fix rate: {m.autonomous_fix_rate:.0%}",
         f"- human intervention rate: {m.human_intervention_rate:.0%}",
         f"- mean time to fix: {m.mean_time_to_fix_s}s\n- tokens: {m.tokens}",
+        f"- categories: {_pct(m.category_shares)}\n- outcomes: {_pct(m.outcome_shares)}",
     ]
     if state.groups:
         lines.append("\n| group | tests | outcome |\n| --- | --- | --- |")
         for g in state.groups:
             lines.append(f"| {g.group.id} | {len(g.group.tests)} | {g.outcome} |")
     return "\n".join(lines) + "\n"
+
+
+def _pct(shares: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.0%}" for k, v in shares.items()) or "none"

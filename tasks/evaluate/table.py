@@ -14,6 +14,9 @@ here. Every figure follows from the runs' own records:
   existed (0 when there was none: no test scores the lowest level); after is the LLM judge's
   score of the accepted spec;
 - autonomous fix / human intervention rate: the repair's own metrics over its failure groups;
+- repair categories and outcomes: the shares of the repair's groups (issue 15);
+- tokens: spent this run; tokens of outcomes re-used from the cache are counted apart
+  (``cached_tokens``), never as spent;
 - tokens and cost per file: cost is an ESTIMATE from :data:`PRICES_PER_MTOK` (public list
   prices, USD per million tokens, input and output averaged 3:1 since the flows report totals).
 """
@@ -75,6 +78,15 @@ class QualityTable(BaseModel):
     autonomous_fix_rate: float | None = None
     human_intervention_rate: float | None = None
     tokens: int
+    cached_tokens: int = Field(
+        0, description="Tokens of outcomes re-used from the cache: counted, not spent this run"
+    )
+    repair_categories: dict[str, float] = Field(
+        default_factory=dict, description="Share of the repair's groups per category"
+    )
+    repair_outcomes: dict[str, float] = Field(
+        default_factory=dict, description="Share of the repair's groups per outcome"
+    )
     tokens_per_file: float | None
     cost_usd: float | None
     cost_per_file_usd: float | None
@@ -163,6 +175,7 @@ def quality_table(
         ),
         judge=judge,
         tokens=tokens,
+        cached_tokens=sum(o.tokens for o in worked if o.cached),
         tokens_per_file=None,
         cost_usd=None,
         cost_per_file_usd=None,
@@ -175,6 +188,8 @@ def quality_table(
         if repair.groups:
             table.autonomous_fix_rate = metrics.autonomous_fix_rate
             table.human_intervention_rate = metrics.human_intervention_rate
+            table.repair_categories = dict(metrics.category_shares)
+            table.repair_outcomes = dict(metrics.outcome_shares)
         repair_tokens = metrics.tokens
         table.tokens += repair_tokens
         repair_cost = _cost(repair_tokens, repair_model or generator_model)
@@ -201,6 +216,9 @@ def rows(table: QualityTable) -> list[tuple[str, str]]:
     def num(v: float | None, fmt: str = "{:.2f}") -> str:
         return "n/a" if v is None else fmt.format(v)
 
+    def shares(values: dict[str, float]) -> str:
+        return ", ".join(f"{k} {v:.0%}" for k, v in values.items()) or "n/a"
+
     out = [
         ("files worked on", str(table.files)),
         ("accepted", str(table.accepted)),
@@ -219,6 +237,9 @@ def rows(table: QualityTable) -> list[tuple[str, str]]:
         ("failing tests / groups", f"{table.failing_tests} / {table.failure_groups}"),
         ("autonomous fix rate", pct(table.autonomous_fix_rate)),
         ("human intervention rate", pct(table.human_intervention_rate)),
+        ("repair categories", shares(table.repair_categories)),
+        ("repair outcomes", shares(table.repair_outcomes)),
+        ("tokens cached (not spent)", str(table.cached_tokens)),
         ("tokens per file", num(table.tokens_per_file, "{:.0f}")),
         ("cost per file (USD, est.)", num(table.cost_per_file_usd, "{:.4f}")),
     ]

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from tasks.core.config import GateSettings
 from tasks.core.types import FileCoverage, LintOffense, StaticVerdict, ValidationResult
 
-GateName = Literal["load", "pass", "flaky", "lint", "coverage", "static", "judge"]
+GateName = Literal["load", "pass", "flaky", "lint", "coverage", "static", "judge", "suite"]
 GATE_ORDER: tuple[GateName, ...] = ("load", "pass", "flaky", "lint", "coverage", "static", "judge")
 MAX_REASONS = 20
 

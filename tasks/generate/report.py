@@ -29,6 +29,18 @@ def _unset(value: str | None) -> bool:
     return not value
 
 
+class SuiteProof(BaseModel):
+    """What the whole-branch proof (tasks/generate/suite_gate.py) did: its runs and wall time,
+    the sources proved together, and the ones it dropped at the ``suite`` gate."""
+
+    runs: int = 0
+    seconds: float = Field(0.0, description="Wall time of every together-run")
+    proved: list[str] = Field(default_factory=list, description="Sources proved together")
+    dropped: dict[str, str] = Field(
+        default_factory=dict, description="Source -> why it was rejected at the suite gate"
+    )
+
+
 class NightlySummary(BaseModel):
     """The ``autopilot nightly --json`` document (issue 5's contract); ``push_error`` and
     ``baseline_error`` appear only when there is one."""
@@ -65,6 +77,9 @@ class NightlyReport(BaseModel):
     )
     pull_request: str | None = Field(
         None, description="The pull request opened (its URL), or why none was (--pr only)"
+    )
+    suite_proof: SuiteProof | None = Field(
+        None, description="The accepted files run together with the suite (the suite gate)"
     )
 
     def public(self) -> NightlySummary:
@@ -173,6 +188,8 @@ def archive_run(
             rows = [o.public().model_dump(mode="json") for o in report.files]
             report.chart_uri = archive_quality_chart(run, rows)
         report.archive_uri = run.uri
+        if report.suite_proof is not None:
+            run.put_json("suite.json", report.suite_proof.model_dump(mode="json"))
         run.put_json("summary.json", report.public().model_dump(mode="json"))
         run.put_text("summary.md", markdown_summary(report))
         run.finalize()
@@ -218,6 +235,12 @@ def markdown_summary(report: NightlyReport) -> str:
         f"- model calls: **{report.model_calls}**, tokens: **{report.tokens}**",
         f"- archive: `{report.archive_uri}`" if report.archive_uri else "- archive: none",
     ]
+    proof = report.suite_proof
+    if proof is not None:
+        lines.append(
+            f"- whole-branch proof: {len(proof.proved)} file(s) passed together with the suite "
+            f"in {proof.runs} run(s), {proof.seconds:.1f} s; {len(proof.dropped)} dropped"
+        )
     if report.push_error:
         lines.append(f"- push failed: {report.push_error}")
     if report.baseline_error:

@@ -23,6 +23,7 @@ from tasks.keep.git import (
     unique_branch_name,
 )
 from tasks.keep.git_safe import git_text, one_line, run_git
+from tasks.repair.branch_proof import prove_fix_branch
 from tasks.repair.loop import RepairEnv, now
 from tasks.repair.patch import apply_args, describe, patch_bytes, same_change
 from tasks.repair.risk import parse_patch
@@ -140,6 +141,14 @@ def commit_fixes(state: RepairState, env: RepairEnv) -> None:
         commits.append(NewCommit(message=message, tree=result.tree))
         committed.append(g)
     if not commits:
+        return
+    dropped = prove_fix_branch(env, commits[-1].tree, committed)
+    if dropped:
+        for g in committed:
+            if g.group.id in dropped:
+                g.outcome = "needs_human"
+                g.reasons.append(dropped[g.group.id])
+        commit_fixes(state, env)  # the branch again, from the fixes that are left
         return
     branch = unique_branch_name(env.repo_root, f"autopilot/fix-{env.base_commit[:7]}")
     shas = commit_chain(env.repo_root, env.base_commit, branch, commits)

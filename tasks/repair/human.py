@@ -41,7 +41,7 @@ class HumanDecision(RunInput):
 
 def handoff_markdown(state: GroupState) -> str:
     """The whole state of a group formatted for the person who decides."""
-    g, d, last = state.group, state.diagnosis, state.last_attempt
+    g, d, last = state.group, state.diagnosis, state.offered_attempt
     out = [
         f"# Repair needs a person: {g.id}",
         f"Signature: `{g.signature}`",
@@ -137,7 +137,7 @@ def hand_off(state: GroupState, env: RepairEnv, run_id: str, timeout_s: float, p
     state.human = HumanDecisionRecord(
         action=decision.action, patch=decision.patch, note=decision.note
     )
-    last = state.last_attempt
+    last = state.offered_attempt
     if decision.action == "reject":
         risky = last is not None and last.audit is not None and last.audit.verdict == "RISKY"
         state.outcome = "risky" if risky else "failed"

@@ -17,9 +17,17 @@ from tasks.core.config import Settings
 from tasks.core.types import TestCaseResult
 from tasks.model.client import ModelClient
 from tasks.repair.cache import ReplyCache
+from tasks.repair.knowledge import Knowledge, example_text
+from tasks.repair.reproduce import reproduce
 from tasks.repair.review import review_patch
 from tasks.repair.roles import build_context, diagnose, extend_context, surgeon
-from tasks.repair.state import Attempt, GroupState, route_after_audit, route_after_diagnosis
+from tasks.repair.state import (
+    Attempt,
+    GroupState,
+    PatchReview,
+    route_after_audit,
+    route_after_diagnosis,
+)
 from tasks.toolchains.base import Toolchain
 
 log = logging.getLogger(__name__)
@@ -41,6 +49,8 @@ class RepairEnv:
     #: The project inside a read-only worktree at the base commit (context is read from here).
     project: Path
     all_failures: list[TestCaseResult] = field(default_factory=list)
+    #: Past accepted fixes and rejected patches (tasks/repair/knowledge.py).
+    knowledge: Knowledge = field(default_factory=Knowledge)
 
     @property
     def reply_cache(self) -> ReplyCache:
@@ -68,6 +78,14 @@ def _step(state: GroupState, env: RepairEnv, save: SaveFn) -> None:
         )
         state.step = "audit"
         save(state, "surgeon")
+        if env.knowledge.is_rejected(state.group, patch):
+            # Never offered again: revised like a patch that failed its audit.
+            state.attempts[-1].audit = PatchReview(
+                verdict="NEEDS_REVISION", feedback=REJECTED, rejected_before=True
+            )
+            state.reasons.append(f"attempt {number}: NEEDS_REVISION: {REJECTED}")
+            state.step = route_after_audit(state, env.settings.repair)
+            save(state, "audit")
     elif state.step == "audit":
         attempt = state.attempts[-1]
         others = [c for c in env.all_failures if c not in state.group.tests]
@@ -91,6 +109,11 @@ def _step(state: GroupState, env: RepairEnv, save: SaveFn) -> None:
 
 
 TOOL_FAILED = "a tool failed"
+#: The feedback for a patch a person rejected before for the same signature.
+REJECTED = (
+    "a person rejected this exact patch for this failure before; it is not offered again: "
+    "propose a different fix"
+)
 
 
 def run_group(state: GroupState, env: RepairEnv, save: SaveFn) -> GroupState:
@@ -102,7 +125,12 @@ def run_group(state: GroupState, env: RepairEnv, save: SaveFn) -> GroupState:
     state.started_at = state.started_at or now()
     try:
         if state.context is None:
+            reproduce(state, env)
+            if state.step == "human":  # flaky: reported and handed over, never patched
+                save(state, "context")
+                return state
             state.context = build_context(env.project, state.group, env.chain)
+            state.context.examples = example_text(env.knowledge.examples(state.group))
             save(state, "context")
         while state.step not in ("done", "human"):
             _step(state, env, save)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from tasks.core.config import Settings
@@ -73,7 +74,7 @@ def rerun_specs(
     return [s for s in specs if (project / s).is_file()]
 
 
-def _same(a: TestCaseResult, b: TestCaseResult) -> bool:
+def same_case(a: TestCaseResult, b: TestCaseResult) -> bool:
     """One example seen by two reporters (ids differ between JUnit and RSpec JSON, e.g.)."""
     if a.id == b.id:
         return True
@@ -97,13 +98,13 @@ def judge_rerun(
         why = result.load_error or result.reason or "the specs did not load"
         return False, f"After the patch the tests could not run: {why}", False
     failing = [e for e in result.examples if e.status in ("failed", "error")]
-    still = [e for e in failing if any(_same(e, t) for t in group.tests)]
-    missing = [t for t in group.tests if not any(_same(e, t) for e in result.examples)]
+    still = [e for e in failing if any(same_case(e, t) for t in group.tests)]
+    missing = [t for t in group.tests if not any(same_case(e, t) for e in result.examples)]
     broken = [
         e
         for e in failing
-        if not any(_same(e, t) for t in group.tests)
-        and not any(_same(e, k) for k in known_failures)
+        if not any(same_case(e, t) for t in group.tests)
+        and not any(same_case(e, k) for k in known_failures)
     ]
     problems: list[str] = []
     if still:
@@ -116,7 +117,7 @@ def judge_rerun(
         return True, "", False
     unchanged = bool(still) and len(still) == len(group.tests) and not broken
     for e in still:
-        orig = next(t for t in group.tests if _same(e, t))
+        orig = next(t for t in group.tests if same_case(e, t))
         if (error_type_of(e), (e.message or "").strip()) != (
             error_type_of(orig),
             (orig.message or "").strip(),
@@ -129,6 +130,19 @@ def judge_rerun(
             "the cause is elsewhere"
         )
     return False, feedback, unchanged
+
+
+def fixed_tests(group: FailureGroup, result: ValidationResult) -> list[str]:
+    """The group's failing examples that ran and passed in `result` (a run that did not load
+    fixed none)."""
+    if not result.loaded or result.reason:
+        return []
+    return [
+        t.id
+        for t in group.tests
+        if (seen := [e for e in result.examples if same_case(e, t)])
+        and all(e.status in ("passed", "skipped") for e in seen)
+    ]
 
 
 def review_patch(
@@ -170,8 +184,40 @@ def review_patch(
             review.feedback = "The patched files do not parse: " + "; ".join(review.static_errors)
             return review
         review.rerun_specs = rerun_specs(project, chain.name, rules, group, info.files)
-        result = _rerun(project, chain, runner, review, base_commit, sub, patch, settings.home)
-    return _verdict(review, result, group, known_failures)
+        runs = settings.gates.flaky_runs
+        change = (base_commit, sub, patch)
+        result, store = _rerun(project, chain, runner, review, change, runs, settings.home)
+        note = ""
+        if store is not None and judge_rerun(group, result, known_failures)[0]:
+            again, note = _again(project, chain, runner, review, group, known_failures, runs)
+            result = again or result
+        if store is not None and result.reason is None:  # a timeout may be transient
+            store(result)
+    review = _verdict(review, result, group, known_failures)
+    if note:
+        review.feedback = f"{note}: {review.feedback}"
+    return review
+
+
+def _again(
+    project: Path,
+    chain: Toolchain,
+    runner: CommandRunner,
+    review: PatchReview,
+    group: FailureGroup,
+    known_failures: list[TestCaseResult],
+    runs: int,
+) -> tuple[ValidationResult | None, str]:
+    """A passing re-run repeated `runs` times (``flaky_runs``, no coverage): the first run that
+    does not pass and why, or (None, "") when every run passed."""
+    for number in range(1, runs + 1):
+        result = chain.run_specs(project, review.rerun_specs, None, runner, coverage=False)
+        if not judge_rerun(group, result, known_failures)[0]:
+            return (
+                result,
+                f"Flaky after the patch: passed once, then failed on re-run {number} of {runs}",
+            )
+    return None, ""
 
 
 def _static_review(
@@ -216,25 +262,24 @@ def _rerun(
     chain: Toolchain,
     runner: CommandRunner,
     review: PatchReview,
-    base_commit: str,
-    sub: str,
-    patch: str,
+    change: tuple[str, str, str],
+    runs: int,
     home: Path,
-) -> ValidationResult:
+) -> tuple[ValidationResult, Callable[[ValidationResult], object] | None]:
     """The re-run of the review's specs in the patched worktree, or its earlier result for an
-    identical (commit, patch, specs, toolchain configuration): level 1 of the two-level cache."""
+    identical (commit, project, patch, specs, toolchain configuration, flaky runs): level 1 of
+    the two-level cache. With a fresh result, how to store the final one: it is stored after
+    the flaky re-runs, so a cached pass has survived them. `change` is (commit, sub, patch)."""
+    base_commit, sub, patch = change
     digest = hashlib.sha256(patch.encode()).hexdigest()
-    extra = json.dumps([chain.name, sub, chain.config_digest(project), "v2"])
+    extra = json.dumps([chain.name, sub, chain.config_digest(project), runs, "v3"])
     key = cache_key(base_commit, digest, review.rerun_specs, extra=extra)
     store = JsonStore(home / "cache" / "repair", ValidationResult)
     result = store.get(key)
     if result is not None:
         review.cached = True
-        return result
-    result = chain.run_specs(project, review.rerun_specs, None, runner)
-    if result.reason is None:  # a timeout may be transient: never cache it
-        store.put(key, result)
-    return result
+        return result, None
+    return chain.run_specs(project, review.rerun_specs, None, runner), lambda r: store.put(key, r)
 
 
 def _verdict(
@@ -248,6 +293,7 @@ def _verdict(
     )
     passed, feedback, wrong = judge_rerun(group, result, known_failures)
     review.diagnosis_wrong = wrong
+    review.fixed_tests = fixed_tests(group, result)
     if not passed:
         review.feedback = feedback
         return review

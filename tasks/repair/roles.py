@@ -241,6 +241,7 @@ def diagnose(client: ModelClient, state: GroupState, cache: ReplyCache | None = 
         git_changes=ctx.git_changes,
         feedback=state.feedback,
         reply_schema=schema_text(Diagnosis),
+        examples=ctx.examples,
     )
     key = reply_key(
         "diagnostician", client.model_for("diagnostician"), prompt.meta, prompt.messages()
@@ -301,6 +302,7 @@ def surgeon(client: ModelClient, state: GroupState, cache: ReplyCache | None = N
         previous_patch=prev_patch,
         previous_output=prev_output,
         style_notes="",
+        examples=ctx.examples,
     )
     key = reply_key("surgeon", client.model_for("surgeon"), prompt.meta, prompt.messages())
     exchange = _exchange(state, prompt, ctx.path)

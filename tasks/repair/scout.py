@@ -357,5 +357,10 @@ def environment_group(problem: SuiteProblem) -> GroupState:
     )
     why = f"the test suite cannot start: {line}; a person must fix the environment, not the code"
     return GroupState(
-        group=group, step="human", outcome="needs_human", reasons=[why], handoff_reasons=[why]
+        group=group,
+        step="human",
+        outcome="needs_human",
+        category="environment-dependency",
+        reasons=[why],
+        handoff_reasons=[why],
     )

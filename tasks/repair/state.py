@@ -29,9 +29,11 @@ from tasks.core.types import Exchange, TestCaseResult
 from tasks.model.replies import Diagnosis
 
 Verdict = Literal["PASSED", "NEEDS_REVISION", "RISKY"]
-Outcome = Literal["fixed", "needs_human", "risky", "failed"]
+Outcome = Literal["fixed", "partial", "needs_human", "risky", "failed"]
 Step = Literal["diagnose", "surgeon", "audit", "done", "human"]
 HumanAction = Literal["approve", "reject", "edit"]
+#: What kind of failure a group is (issue 15): where its cause lies.
+Category = Literal["test-side", "code-side", "environment-dependency", "flaky", "unknown"]
 
 
 class _Model(BaseModel):
@@ -82,6 +84,10 @@ class GroupContext(_Model):
     code: list[CodeSnippet]
     git_changes: str
     failure_output: str
+    examples: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="Past accepted fixes of similar failures shown as examples (at most two)",
+    )
 
 
 class PatchReview(_Model):
@@ -105,6 +111,12 @@ class PatchReview(_Model):
     diagnosis_wrong: bool = Field(
         False, description="The patch did not move the failure at all: rethink the cause"
     )
+    fixed_tests: list[str] = Field(
+        default_factory=list, description="The group's failing examples the re-run passed"
+    )
+    rejected_before: bool = Field(
+        False, description="A person rejected this patch for this signature: never offered"
+    )
     cached: bool = False
 
 
@@ -115,6 +127,15 @@ class Attempt(_Model):
     diagnosis_index: int
     patch: str
     audit: PatchReview | None = None
+
+
+class Reproduction(_Model):
+    """The group's failing test files re-run at the base commit before any model is asked."""
+
+    reproduced: bool = Field(description="Some failing example failed again (or did not run)")
+    still_failing: list[str] = Field(default_factory=list)
+    passed: list[str] = Field(default_factory=list, description="Reported failing, passed now")
+    evidence: str = ""
 
 
 class HumanDecisionRecord(_Model):
@@ -140,6 +161,8 @@ class GroupState(_Model):
     handoff_reasons: list[str] = Field(default_factory=list)
     reasons: list[str] = Field(default_factory=list, description="What happened, in words")
     human: HumanDecisionRecord | None = None
+    reproduction: Reproduction | None = None
+    category: Category | None = None
     outcome: Outcome | None = None
     final_patch: str | None = None
     commit: str | None = None
@@ -158,6 +181,12 @@ class GroupState(_Model):
     @property
     def last_attempt(self) -> Attempt | None:
         return self.attempts[-1] if self.attempts else None
+
+    @property
+    def offered_attempt(self) -> Attempt | None:
+        """The last attempt that may be shown to a person (never a patch rejected before)."""
+        offered = [a for a in self.attempts if a.audit is None or not a.audit.rejected_before]
+        return offered[-1] if offered else None
 
 
 class RepairState(_Model):
@@ -241,6 +270,37 @@ class Metrics(_Model):
     human_intervention_rate: float
     mean_time_to_fix_s: float | None
     tokens: int
+    category_shares: dict[str, float] = Field(
+        default_factory=dict, description="Share of the groups per category (issue 15)"
+    )
+    outcome_shares: dict[str, float] = Field(
+        default_factory=dict, description="Share of the groups per outcome (issue 15)"
+    )
+
+
+def _shares(values: list[str]) -> dict[str, float]:
+    return {v: round(values.count(v) / len(values), 4) for v in sorted(set(values))}
+
+
+def categorize(state: GroupState) -> Category:
+    """The group's category: flaky or environment-dependency when known, else the side the
+    diagnosis says must change (test-side, code-side), else unknown."""
+    if state.category is not None:
+        return state.category
+    diagnosis = state.diagnosis
+    if diagnosis is not None and diagnosis.wrong_side == "test":
+        return "test-side"
+    if diagnosis is not None and diagnosis.wrong_side == "code":
+        return "code-side"
+    return "unknown"
+
+
+def partial_outcome(state: GroupState) -> bool:
+    """A group not fixed whose last audited patch made some, not all, of its tests pass."""
+    last = state.last_attempt
+    if state.outcome not in ("needs_human", "failed") or last is None or last.audit is None:
+        return False
+    return 0 < len(last.audit.fixed_tests) < len(state.group.tests)
 
 
 def metrics(groups: list[GroupState]) -> Metrics:
@@ -259,6 +319,8 @@ def metrics(groups: list[GroupState]) -> Metrics:
         human_intervention_rate=round(handed / total, 4) if total else 0.0,
         mean_time_to_fix_s=round(sum(times) / len(times), 3) if times else None,
         tokens=sum(g.tokens for g in groups),
+        category_shares=_shares([g.category or "unknown" for g in groups]),
+        outcome_shares=_shares([g.outcome or "needs_human" for g in groups]),
     )
 
 
@@ -269,6 +331,7 @@ class GroupSummary(_Model):
     signature: str
     tests: list[str]
     outcome: Outcome | None
+    category: Category | None
     attempts: int
     diagnosis: Diagnosis | None
     patch: str | None
@@ -278,12 +341,13 @@ class GroupSummary(_Model):
     @classmethod
     def of(cls, state: GroupState) -> GroupSummary:
         """The summary of one group's state."""
-        last = state.last_attempt
+        last = state.offered_attempt
         return cls(
             id=state.group.id,
             signature=state.group.signature,
             tests=[t.id for t in state.group.tests],
             outcome=state.outcome,
+            category=state.category,
             attempts=len(state.attempts),
             diagnosis=state.diagnosis,
             patch=state.final_patch or (last.patch if last else None),

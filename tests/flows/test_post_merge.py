@@ -433,4 +433,6 @@ def test_cli_json_contract_and_exit_code(
         "human_intervention_rate",
         "mean_time_to_fix_s",
         "tokens",
+        "category_shares",
+        "outcome_shares",
     }

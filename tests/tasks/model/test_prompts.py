@@ -99,6 +99,7 @@ SAMPLES: dict[str, Any] = {
         "git_changes": "commit abc123\n--- a/app/models/invoice.rb\n+++ b/app/models/invoice.rb\n",
         "feedback": "",
         "reply_schema": schema_text(Diagnosis),
+        "examples": [],
     },
     "surgeon": lambda: {
         "path": "spec/models/invoice_spec.rb",
@@ -116,6 +117,7 @@ SAMPLES: dict[str, Any] = {
         "previous_patch": "",
         "previous_output": "",
         "style_notes": "",
+        "examples": [],
     },
     "judge": lambda: {
         "path": "spec/models/order_spec.rb",

@@ -1,0 +1,67 @@
+"""The quality table (issue 15): tokens of cached outcomes are counted apart, never as spent;
+the repair's category and outcome shares are in the table."""
+
+from __future__ import annotations
+
+from tasks.evaluate.table import quality_table, rows
+from tasks.generate.types import FileOutcome
+from tasks.repair.state import Metrics, RepairSummary
+
+
+def _outcome(source: str, tokens: int, cached: bool) -> FileOutcome:
+    return FileOutcome(
+        source=source,
+        kind="python",
+        spec=f"tests/test_{source}",
+        verdict="accepted",
+        iterations=1,
+        tokens=tokens,
+        cached=cached,
+        judge_score=0.8,
+    )
+
+
+def _repair() -> RepairSummary:
+    metrics = Metrics(
+        autonomous_fix_rate=0.5,
+        human_intervention_rate=0.5,
+        mean_time_to_fix_s=1.0,
+        tokens=100,
+        category_shares={"code-side": 0.5, "flaky": 0.5},
+        outcome_shares={"fixed": 0.5, "needs_human": 0.5},
+    )
+    return RepairSummary(
+        run_id="r",
+        repo="x",
+        base_commit="c",
+        branch=None,
+        archive_uri=None,
+        failures=2,
+        report_errors=[],
+        groups=[],
+        metrics=metrics,
+    )
+
+
+def test_cached_tokens_are_counted_apart_from_the_spent_ones() -> None:
+    outcomes = [_outcome("a.py", 300, cached=True), _outcome("b.py", 200, cached=False)]
+    table = quality_table(
+        outcomes, static_before={}, nightly_tokens=200, generator_model="codestral-latest"
+    )
+    assert (table.tokens, table.cached_tokens) == (200, 300)
+    assert ("tokens cached (not spent)", "300") in rows(table)
+
+
+def test_repair_shares_are_in_the_table_when_the_repair_had_groups() -> None:
+    repair = _repair()
+    empty = quality_table(
+        [], static_before={}, nightly_tokens=0, generator_model="x", repair=repair
+    )
+    assert empty.repair_categories == {}  # no group: nothing to share out
+    repair.groups = [None]  # type: ignore[list-item]  # only the count is read
+    table = quality_table(
+        [], static_before={}, nightly_tokens=0, generator_model="x", repair=repair
+    )
+    assert table.repair_categories == {"code-side": 0.5, "flaky": 0.5}
+    assert table.repair_outcomes == {"fixed": 0.5, "needs_human": 0.5}
+    assert ("repair categories", "code-side 50%, flaky 50%") in rows(table)
