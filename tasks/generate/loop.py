@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from judge.llm import LLMVerdict, combined_score, judge_with_model
-from judge.static import FORBIDDEN_RULES, check_spec
+from judge.static import check_spec
 from tasks.core.config import Settings
 from tasks.core.errors import AutopilotError
 from tasks.core.types import Finding, StaticVerdict, ValidationResult
 from tasks.generate.context import PromptContext
+from tasks.generate.feedback import judge_feedback, round_feedback, static_reject
 from tasks.generate.files import read_back, snapshot, write_files
 from tasks.generate.gates import Evidence, GateDecision, GateName, evaluate, execution
 from tasks.generate.rounds import BudgetExhaustedError, Conversation
@@ -30,7 +31,6 @@ from tasks.generate.skills import Skill
 from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome, JudgeRecord
 from tasks.model.client import ModelClient
-from tasks.model.feedback import format_failure_output
 from tasks.toolchains.base import CommandRunner, Toolchain
 
 __all__ = ["DEFAULT_MAX_ITERATIONS", "BudgetExhaustedError", "generate_for_file"]
@@ -134,31 +134,67 @@ def generate_for_file(
 
 
 def _generate(job: Job, outcome: FileOutcome, talk: Conversation, max_iterations: int) -> None:
-    """The rounds, then the evidence that is only worth paying for at the end, gate by gate."""
-    evidence, decision, originals = _rounds(job, outcome, talk, max_iterations)
-    changed = {p: t for p, t in talk.files.items() if originals.get(p) != t}
-    _record_draft(outcome, job.target, evidence, talk, changed)
+    """The rounds, then the evidence only worth paying for at the end, gate by gate; a judge
+    score under `min_judge` sends its reasons back for another round while rounds remain."""
+    originals: dict[str, str | None] = {}
+    pending: str | None = None
+    while True:
+        evidence, decision = _rounds(job, outcome, talk, max_iterations, originals, pending)
+        changed = {p: t for p, t in talk.files.items() if originals.get(p) != t}
+        _record_draft(outcome, job.target, evidence, talk, changed)
+        decision, verdict = _final_gates(job, outcome, talk, evidence, decision, changed, originals)
+        pending = None
+        if decision.gate == "judge" and verdict is not None and outcome.iterations < max_iterations:
+            score = evidence.judge_score or 0.0
+            gates = job.settings.gates
+            pending = judge_feedback(
+                score, verdict, evidence.static, gates, evidence.forbidden_rules
+            )
+        if pending is None:
+            break
+        log.info("%s: judge score %.2f: another round", job.target.source, evidence.judge_score)
+    _finish(outcome, decision)
+
+
+def _final_gates(
+    job: Job,
+    outcome: FileOutcome,
+    talk: Conversation,
+    evidence: Evidence,
+    decision: GateDecision,
+    changed: dict[str, str],
+    originals: dict[str, str | None],
+) -> tuple[GateDecision, LLMVerdict | None]:
+    """The re-runs, the shared-support check and the judge, each only when all before passed."""
     if decision.accepted:
         evidence.reruns = _reruns(job, talk, outcome)
         decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_JUDGED)
     if decision.accepted:
         evidence.shared_breaks = _shared_breaks(job, changed, originals)
         decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_JUDGED)
-    if decision.accepted:
-        verdict = _judge(job, outcome, talk, evidence.validation)
-        evidence.judge_score = combined_score(evidence.static, verdict, passed=True)
-        outcome.judge_score = evidence.judge_score
-        decision = evaluate(evidence, job.settings.gates)
-        if not decision.accepted and verdict.missing:
-            decision.results[-1].reasons += [f"missing: {m}" for m in verdict.missing[:5]]
-    _finish(outcome, decision)
+    if not decision.accepted:
+        return decision, None
+    verdict = _judge(job, outcome, talk, evidence.validation)
+    evidence.judge_score = combined_score(evidence.static, verdict, passed=True)
+    outcome.judge_score = evidence.judge_score
+    outcome.judge_scores.append(evidence.judge_score)
+    decision = evaluate(evidence, job.settings.gates)
+    if not decision.accepted and verdict.missing:
+        decision.results[-1].reasons += [f"missing: {m}" for m in verdict.missing[:5]]
+    return decision, verdict
 
 
 def _rounds(
-    job: Job, outcome: FileOutcome, talk: Conversation, max_iterations: int
-) -> tuple[Evidence, GateDecision, dict[str, str | None]]:
-    """Generate, then fix with the exact failure output, until the gates that a round can
-    measure pass (everything but the re-runs and the judge) or the rounds run out."""
+    job: Job,
+    outcome: FileOutcome,
+    talk: Conversation,
+    max_iterations: int,
+    originals: dict[str, str | None],
+    pending: str | None = None,
+) -> tuple[Evidence, GateDecision]:
+    """Generate (or fix with `pending`, a later gate's feedback), then fix with the exact
+    failure output, until the gates a round can measure pass (everything but the re-runs and
+    the judge) or the rounds run out."""
     ctx, target = job.context, job.target
     common = {
         **ctx.variables(),
@@ -167,20 +203,20 @@ def _rounds(
         "skill_name": job.skill.name,
         "skill": job.skill.body,
     }
-    originals: dict[str, str | None] = {}
     evidence: Evidence | None = None
     decision = GateDecision.reject("load", ["no draft"])
-    for iteration in range(1, max_iterations + 1):
+    for iteration in range(outcome.iterations + 1, max_iterations + 1):
         outcome.iterations = iteration
-        if evidence is None:
+        if evidence is None and pending is None:
             talk.ask("generate", job.project, docs=ctx.docs, **common)
         else:
             previous = [{"path": p, "text": t} for p, t in talk.files.items()]
+            failure = pending if evidence is None else round_feedback(evidence, decision)
             talk.ask(
                 "fix",
                 job.project,
                 previous_files=previous,
-                failure_output=_feedback(evidence, decision),
+                failure_output=failure,
                 iteration=iteration,
                 **common,
             )
@@ -191,7 +227,7 @@ def _rounds(
         if decision.accepted:
             break
     assert evidence is not None
-    return evidence, decision, originals
+    return evidence, decision
 
 
 def _measure(job: Job, talk: Conversation) -> Evidence:
@@ -209,7 +245,7 @@ def _measure(job: Job, talk: Conversation) -> Evidence:
         lint=offences,
         coverage_before=job.target.coverage_before,
         static=_static(talk.files, job.chain, talk),
-        forbidden_rules=FORBIDDEN_RULES,
+        forbidden_rules=static_reject(job.settings.gates),
     )
 
 
@@ -224,22 +260,6 @@ def _static(files: dict[str, str], chain: Toolchain, talk: Conversation) -> Stat
         return None
     findings: list[Finding] = [f for v in verdicts for f in v.findings]
     return StaticVerdict(score=min(v.score for v in verdicts), findings=findings)
-
-
-def _feedback(evidence: Evidence, decision: GateDecision) -> str:
-    """The exact failure output for the fix prompt, plus forbidden static findings if any."""
-    text = format_failure_output(evidence.validation)
-    if decision.gate == "static" and evidence.static is not None:
-        lines = [
-            f"- {f.path}:{f.line} {f.rule}: {f.message}"
-            for f in evidence.static.findings
-            if f.rule in FORBIDDEN_RULES
-        ]
-        text += "\nStatic rubric: forbidden patterns (replace them with exact assertions):\n"
-        text += "\n".join(lines)
-    if decision.gate == "coverage" and not text.strip():
-        text = "\n".join(decision.reasons)
-    return text.strip() or "\n".join(decision.reasons)
 
 
 def _record_draft(

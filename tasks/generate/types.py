@@ -39,6 +39,9 @@ class FileOutcome(BaseModel):
     coverage_before: float | None = None
     coverage_after: float | None = None
     judge_score: float | None = None
+    judge_scores: list[float] = Field(
+        default_factory=list, description="Every judge round's score, in order (the last counts)"
+    )
     static_score: float | None = None
     tokens: int = 0
     model_calls: int = 0

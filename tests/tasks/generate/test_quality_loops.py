@@ -1,0 +1,177 @@
+"""The quality loops of generate_for_file (issue 15): what a gate found goes back to the
+generator. Real pytest/rspec, coverage and linters in bwrap on copies of the example apps, the
+real model client against the scripted Mistral server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tasks.core.config import SandboxSettings, Settings, load_settings
+from tasks.generate.context import build_context
+from tasks.generate.loop import generate_for_file
+from tasks.generate.skills import choose_skill
+from tasks.generate.targets import Target
+from tasks.generate.types import FileOutcome
+from tasks.model.client import ModelClient
+from tasks.model.transport import Backoff
+from tasks.sandbox.make import make_runner
+from tasks.toolchains.registry import get_toolchain
+from tests.examples_repo import make_example_repo
+from tests.fakes.mistral_server import MistralServer, RecordedRequest, Rule
+from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
+from tests.flows.test_nightly_rails import GOOD_SPEC, ORDERS_FACTORY
+from tests.tasks.generate.test_loop import GOOD, PARTIAL, SPEC, TARGET, files_reply
+
+pytestmark = pytest.mark.slow
+
+RB_SOURCE = "app/models/customer.rb"
+RB_SPEC = "spec/models/customer_spec.rb"
+RB_FACTORY = "spec/factories/orders.rb"
+RB_TARGET = Target(
+    source=RB_SOURCE, kind="model", spec=RB_SPEC, reason="untested", coverage_before=0.0
+)
+# Passes and covers, but proves validity with a vague matcher (rejected by the static gate).
+TRUTHY_SPEC = GOOD_SPEC.replace(
+    """      customer = create(:customer, email: "  Ada@Example.COM ")
+      expect(customer.email).to eq("ada@example.com")""",
+    """      customer = create(:customer, email: "  Ada@Example.COM ")
+      expect(customer.email).to be_truthy""",
+)
+
+
+def verdict(score: float, reasons: list[str], missing: list[str] | None = None) -> str:
+    return json.dumps({"score": score, "reasons": reasons, "missing": missing or []})
+
+
+def rb_reply(spec: str) -> str:
+    body = "\n".join(
+        f"{p}\n```ruby\n{t}```\n" for p, t in ((RB_SPEC, spec), (RB_FACTORY, ORDERS_FACTORY))
+    )
+    return "The spec and an orders factory.\n\n" + body
+
+
+def settings(**gates: object) -> Settings:
+    overrides = {"model.judge_samples": 1, "gates.flaky_runs": 1, "model.max_reasks": 1}
+    overrides |= {f"gates.{k}": v for k, v in gates.items()}
+    return load_settings(None, overrides)
+
+
+def run(
+    project: Path,
+    target: Target,
+    stack: str,
+    config: Settings,
+    iterations: int = 4,
+) -> FileOutcome:
+    client = ModelClient.from_settings(config, backoff=Backoff(initial_ms=10, max_ms=50))
+    runner = make_runner(SandboxSettings(backend="bwrap", timeout_s=120), root=project)
+    chain = get_toolchain(stack)
+    try:
+        return generate_for_file(
+            project,
+            target,
+            chain=chain,
+            skill=choose_skill(target.source, target.kind),
+            context=build_context(project, target, chain),
+            runner=runner,
+            client=client,
+            settings=config,
+            max_iterations=iterations,
+        )
+    finally:
+        client.close()
+
+
+def generator(server: MistralServer) -> list[RecordedRequest]:
+    return [r for r in server.requests if r.schema_name is None]
+
+
+@pytest.fixture
+def inventory(tmp_path: Path) -> Path:
+    return make_example_repo("py_inventory", tmp_path / "repo")
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    return make_example_repo("rails_shop", tmp_path / "shop")
+
+
+def test_judge_reasons_go_back_and_the_rewrite_is_accepted(
+    inventory: Path, mistral_server: MistralServer
+) -> None:
+    first = verdict(0.4, ["summary is only checked by its keys"], ["render_table of empty stock"])
+    mistral_server.add(
+        Rule(name="judge", schema_name="judge_verdict", replies=[first, verdict(0.8, ["exact"])])
+    )
+    mistral_server.add(
+        Rule(name="fix", contains="# Task: fix the tests", replies=[files_reply(GOOD)])
+    )
+    mistral_server.add(Rule(name="generate", replies=[files_reply(PARTIAL)]))
+
+    outcome = run(inventory, TARGET, "python-pytest", settings(min_coverage=0.0))
+
+    assert outcome.verdict == "accepted", outcome.reasons
+    assert outcome.judge_scores == [0.4, 0.8] and outcome.judge_score == 0.8
+    assert outcome.iterations == 2 and outcome.files == {SPEC: GOOD}
+    assert [e.prompt_name for e in outcome.exchanges] == ["generate", "judge", "fix", "judge"]
+    fix = generator(mistral_server)[1].text
+    assert "scored them 0.40" in fix and "at least 0.70" in fix
+    assert "summary is only checked by its keys" in fix
+    assert "render_table of empty stock" in fix
+
+
+def test_judge_round_never_passes_max_iterations(
+    inventory: Path, mistral_server: MistralServer
+) -> None:
+    mistral_server.add(Rule(schema_name="judge_verdict", replies=[verdict(0.4, ["vague"])]))
+    mistral_server.add(Rule(replies=[files_reply(GOOD)]))
+
+    outcome = run(inventory, TARGET, "python-pytest", settings(), iterations=2)
+
+    assert outcome.verdict == "rejected" and outcome.gate == "judge"
+    assert outcome.judge_scores == [0.4, 0.4] and outcome.iterations == 2
+    assert len(generator(mistral_server)) == 2
+
+
+def test_be_truthy_is_rejected_fed_back_with_its_line_and_corrected(
+    shop: Path, mistral_server: MistralServer
+) -> None:
+    mistral_server.add(Rule(schema_name="judge_verdict", replies=[verdict(0.8, ["exact"])]))
+    mistral_server.add(
+        Rule(name="fix", contains="# Task: fix the tests", replies=[rb_reply(GOOD_SPEC)])
+    )
+    mistral_server.add(Rule(name="generate", replies=[rb_reply(TRUTHY_SPEC)]))
+
+    outcome = run(shop, RB_TARGET, "ruby-rspec", settings())
+
+    assert outcome.verdict == "accepted", outcome.reasons
+    assert outcome.iterations == 2
+    assert outcome.files[RB_SPEC] == GOOD_SPEC
+    fix = generator(mistral_server)[1].text
+    line = TRUTHY_SPEC.splitlines().index("      expect(customer.email).to be_truthy") + 1
+    assert f"{RB_SPEC}:{line} vague-matcher" in fix, fix
+    assert "rejected patterns" in fix
+
+
+def test_static_reject_setting_overrides_the_rubric_list(
+    shop: Path, mistral_server: MistralServer
+) -> None:
+    mistral_server.add(Rule(schema_name="judge_verdict", replies=[verdict(0.8, ["exact"])]))
+    mistral_server.add(Rule(replies=[rb_reply(TRUTHY_SPEC)]))
+
+    # Without vague-matcher in the list, be_truthy only lowers the static score.
+    outcome = run(shop, RB_TARGET, "ruby-rspec", settings(static_reject=["no-assertion"]))
+
+    assert outcome.verdict == "accepted", outcome.reasons
+    assert outcome.iterations == 1
+    assert outcome.static_score is not None and outcome.static_score < 1.0
+
+
+def test_settings_reject_an_empty_rule_id() -> None:
+    from tasks.core.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        settings(static_reject=[""])
