@@ -143,7 +143,28 @@ def _coverage_json(data: dict[str, Any], path: Path, where: _Where) -> dict[str,
         hits: _Hits = {n: 0 for n in missing}
         hits.update({n: 1 for n in executed})
         _merge_into(merged, file, hits)
-    return _finish(merged, where, bases=[], report=path)
+    result = _finish(merged, where, bases=[], report=path)
+    for file, entry in files.items():
+        key = _relativise(file, where, [where.repo])
+        if key in result and isinstance(entry, dict) and "missing_branches" in entry:
+            result[key] = _with_branches(result[key], entry)
+    return result
+
+
+def _with_branches(cov: FileCoverage, entry: dict[str, Any]) -> FileCoverage:
+    """A coverage.py branch-mode entry's branches: the summary's counts, and the executed
+    lines with a branch never taken (a bad entry leaves the line figures alone)."""
+    summary = entry.get("summary")
+    try:
+        total = int(summary["num_branches"])  # type: ignore[index]
+        taken = int(summary["covered_branches"])  # type: ignore[index]
+        uncovered = set(cov.uncovered_lines)
+        partial = sorted({int(pair[0]) for pair in entry["missing_branches"]} - uncovered)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return cov
+    return cov.model_copy(
+        update={"branches": total, "covered_branches": taken, "partial_lines": partial}
+    )
 
 
 def _cobertura(path: Path, where: _Where) -> dict[str, FileCoverage]:

@@ -45,6 +45,10 @@ def round_feedback(evidence: Evidence, decision: GateDecision) -> str:
             "value or state it should prove):\n"
         )
         text += "\n".join(_finding_lines(rejected))
+    if decision.gate == "coverage":
+        # The threshold that was missed (and branches); the lines are in the tools' output.
+        head = [r for r in decision.reasons if not r.startswith("uncovered lines:")]
+        text = "\n".join([*head, text])
     return text.strip() or "\n".join(decision.reasons)
 
 

@@ -26,6 +26,7 @@ from tasks.generate.context import PromptContext
 from tasks.generate.feedback import judge_feedback, round_feedback, static_reject
 from tasks.generate.files import read_back, snapshot, write_files
 from tasks.generate.gates import Evidence, GateDecision, GateName, evaluate, execution
+from tasks.generate.numbered import numbered, numbered_for
 from tasks.generate.rounds import BudgetExhaustedError, Conversation
 from tasks.generate.skills import Skill
 from tasks.generate.targets import Target
@@ -137,22 +138,18 @@ def _generate(job: Job, outcome: FileOutcome, talk: Conversation, max_iterations
     """The rounds, then the evidence only worth paying for at the end, gate by gate; a judge
     score under `min_judge` sends its reasons back for another round while rounds remain."""
     originals: dict[str, str | None] = {}
-    pending: str | None = None
+    previous: tuple[Evidence, str] | None = None
     while True:
-        evidence, decision = _rounds(job, outcome, talk, max_iterations, originals, pending)
+        evidence, decision = _rounds(job, outcome, talk, max_iterations, originals, previous)
         changed = {p: t for p, t in talk.files.items() if originals.get(p) != t}
         _record_draft(outcome, job.target, evidence, talk, changed)
         decision, verdict = _final_gates(job, outcome, talk, evidence, decision, changed, originals)
-        pending = None
-        if decision.gate == "judge" and verdict is not None and outcome.iterations < max_iterations:
-            score = evidence.judge_score or 0.0
-            gates = job.settings.gates
-            pending = judge_feedback(
-                score, verdict, evidence.static, gates, evidence.forbidden_rules
-            )
-        if pending is None:
+        if decision.gate != "judge" or verdict is None or outcome.iterations >= max_iterations:
             break
-        log.info("%s: judge score %.2f: another round", job.target.source, evidence.judge_score)
+        score, gates = evidence.judge_score or 0.0, job.settings.gates
+        text = judge_feedback(score, verdict, evidence.static, gates, evidence.forbidden_rules)
+        previous = (evidence, text)
+        log.info("%s: judge score %.2f: another round", job.target.source, score)
     _finish(outcome, decision)
 
 
@@ -190,11 +187,12 @@ def _rounds(
     talk: Conversation,
     max_iterations: int,
     originals: dict[str, str | None],
-    pending: str | None = None,
+    previous: tuple[Evidence, str] | None = None,
 ) -> tuple[Evidence, GateDecision]:
-    """Generate (or fix with `pending`, a later gate's feedback), then fix with the exact
-    failure output, until the gates a round can measure pass (everything but the re-runs and
-    the judge) or the rounds run out."""
+    """Generate (or fix with `previous`: the last evidence and a later gate's feedback), then
+    fix with the exact failure output, until the gates a round can measure pass (everything but
+    the re-runs and the judge) or the rounds run out. The source is shown numbered, with the
+    lines and branches no test ran marked in place."""
     ctx, target = job.context, job.target
     common = {
         **ctx.variables(),
@@ -203,22 +201,24 @@ def _rounds(
         "skill_name": job.skill.name,
         "skill": job.skill.body,
     }
-    evidence: Evidence | None = None
+    evidence, pending = previous if previous is not None else (None, None)
     decision = GateDecision.reject("load", ["no draft"])
     for iteration in range(outcome.iterations + 1, max_iterations + 1):
         outcome.iterations = iteration
-        if evidence is None and pending is None:
-            talk.ask("generate", job.project, docs=ctx.docs, **common)
+        if evidence is None:
+            source = numbered(ctx.source, target.uncovered_lines)
+            talk.ask("generate", job.project, docs=ctx.docs, **(common | {"source": source}))
         else:
-            previous = [{"path": p, "text": t} for p, t in talk.files.items()]
-            failure = pending if evidence is None else round_feedback(evidence, decision)
+            previous_files = [{"path": p, "text": t} for p, t in talk.files.items()]
+            failure = pending if pending is not None else round_feedback(evidence, decision)
+            pending = None
             talk.ask(
                 "fix",
                 job.project,
-                previous_files=previous,
+                previous_files=previous_files,
                 failure_output=failure,
                 iteration=iteration,
-                **common,
+                **(common | {"source": numbered_for(ctx.source, evidence.validation.coverage)}),
             )
         originals.update(snapshot(job.project, [p for p in talk.files if p not in originals]))
         evidence = _measure(job, talk)
@@ -244,6 +244,8 @@ def _measure(job: Job, talk: Conversation) -> Evidence:
         validation=validation,
         lint=offences,
         coverage_before=job.target.coverage_before,
+        had_specs=bool(job.target.specs),
+        no_cover=sorted(job.chain.no_cover_lines(job.context.source)),
         static=_static(talk.files, job.chain, talk),
         forbidden_rules=static_reject(job.settings.gates),
     )

@@ -175,3 +175,41 @@ def test_settings_reject_an_empty_rule_id() -> None:
 
     with pytest.raises(ConfigError):
         settings(static_reject=[""])
+
+
+CSV_SOURCE = "src/inventory/csv_import.py"
+CSV_SPEC = "tests/test_csv_import.py"
+CSV_TARGET = Target(
+    source=CSV_SOURCE, kind="python", spec=CSV_SPEC, reason="untested", coverage_before=0.0
+)
+# Loads the module and checks a constant: 7 of csv_import's 19 lines (37%), load_csv never run.
+CSV_40 = """\
+from inventory.csv_import import REQUIRED
+
+
+def test_required_columns_in_order():
+    assert REQUIRED == ("sku", "name", "price_cents", "quantity")
+"""
+
+
+def test_untested_file_at_about_40_percent_is_rejected_with_the_uncovered_lines_marked(
+    inventory: Path, mistral_server: MistralServer
+) -> None:
+    mistral_server.add(Rule(replies=[files_reply(CSV_40, CSV_SPEC)]))
+
+    # A gain of 0.37 over the baseline of 0 no longer passes: the file had no spec.
+    outcome = run(inventory, CSV_TARGET, "python-pytest", settings(), iterations=2)
+
+    assert outcome.verdict == "rejected" and outcome.gate == "coverage"
+    assert outcome.coverage_after == round(7 / 19, 4)
+    assert outcome.reasons[0] == "coverage 37% < 90%"
+    assert outcome.reasons[1] == "uncovered lines: 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27"
+    first, fix = (r.text for r in generator(mistral_server))
+    # The first prompt numbers the source; the fix prompt marks what the run missed, in place.
+    # (the target has no baseline run, so nothing is marked yet).
+    assert "   16 |     stock = stock if stock is not None else Stock()" in first
+    assert ">> " not in first
+    assert ">> 16 |     stock = stock if stock is not None else Stock()" in fix
+    assert ">> 27 |     return stock" in fix
+    assert "   14 | def load_csv(text: str, stock: Stock | None = None) -> Stock:" in fix
+    assert "coverage 37% < 90%" in fix
