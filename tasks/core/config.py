@@ -90,6 +90,12 @@ class GateSettings(BaseModel):
         description="Static rule ids the static gate rejects (None: the 'Static gate' list of "
         "judge/rubric.md)",
     )
+    min_mutation: float | None = Field(
+        None, ge=0, le=1, description="Mutation score an accepted file must reach (None: off)"
+    )
+    max_mutants: int = Field(
+        10, ge=0, description="Mutants scored per accepted file (0: no mutation score)"
+    )
 
 
 class SandboxSettings(BaseModel):

@@ -6,7 +6,8 @@ every re-run (`flaky`); lint is clean after autocorrect (`lint`); the target's l
 reaches `min_coverage`, or its own ceiling when lines are marked as reachable by no test, or, for
 a file that already had specs, gains `min_coverage_gain` over the baseline (`coverage`); the
 static rubric finds none of the rejected rules (`static`); the judge score reaches `min_judge`
-(`judge`).
+(`judge`); with `min_mutation` set, the new tests kill that share of the mutants made on the
+lines they cover (`mutation`; off by default, the score is reported all the same).
 :func:`evaluate` runs them in order and returns every result up to the first failure, which
 decides. Pure functions: the caller gathers the evidence, and never asks the judge before the
 execution gates passed.
@@ -22,8 +23,17 @@ from pydantic import BaseModel, Field
 from tasks.core.config import GateSettings
 from tasks.core.types import FileCoverage, LintOffense, StaticVerdict, ValidationResult
 
-GateName = Literal["load", "pass", "flaky", "lint", "coverage", "static", "judge"]
-GATE_ORDER: tuple[GateName, ...] = ("load", "pass", "flaky", "lint", "coverage", "static", "judge")
+GateName = Literal["load", "pass", "flaky", "lint", "coverage", "static", "judge", "mutation"]
+GATE_ORDER: tuple[GateName, ...] = (
+    "load",
+    "pass",
+    "flaky",
+    "lint",
+    "coverage",
+    "static",
+    "judge",
+    "mutation",
+)
 MAX_REASONS = 20
 
 
@@ -78,6 +88,8 @@ class Evidence(BaseModel):
         description="What a changed shared support file broke in the whole suite",
     )
     judge_score: float | None = None
+    mutation_score: float | None = None
+    mutants: tuple[int, int] = Field((0, 0), description="(killed, made) behind the score")
 
 
 def _failed_examples(result: ValidationResult) -> list[str]:
@@ -212,6 +224,21 @@ def _judge(e: Evidence, s: GateSettings) -> GateResult:
     return _result("judge", [])
 
 
+def _mutation(e: Evidence, s: GateSettings) -> GateResult:
+    if s.min_mutation is None or e.mutation_score is None:
+        return _result("mutation", [])  # off, or no mutant could be made
+    if e.mutation_score + 1e-9 < s.min_mutation:
+        killed, made = e.mutants
+        return _result(
+            "mutation",
+            [
+                f"mutation score {e.mutation_score:.2f} < {s.min_mutation:.2f} "
+                f"({made - killed} of {made} mutants survived)"
+            ],
+        )
+    return _result("mutation", [])
+
+
 #: The gates in their order (GATE_ORDER), each a function of the evidence and the thresholds.
 GATES: tuple[tuple[GateName, Callable[[Evidence, GateSettings], GateResult]], ...] = (
     ("load", _load),
@@ -221,6 +248,7 @@ GATES: tuple[tuple[GateName, Callable[[Evidence, GateSettings], GateResult]], ..
     ("coverage", _coverage),
     ("static", _static),
     ("judge", _judge),
+    ("mutation", _mutation),
 )
 
 

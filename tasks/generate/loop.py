@@ -26,6 +26,7 @@ from tasks.generate.context import PromptContext
 from tasks.generate.feedback import judge_feedback, round_feedback, static_reject
 from tasks.generate.files import read_back, snapshot, write_files
 from tasks.generate.gates import Evidence, GateDecision, GateName, evaluate, execution
+from tasks.generate.mutation import mutation_score, survivors_feedback
 from tasks.generate.numbered import numbered, numbered_for
 from tasks.generate.rounds import BudgetExhaustedError, Conversation
 from tasks.generate.skills import Skill
@@ -41,8 +42,9 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_ITERATIONS = 4
 #: What a round cannot measure yet (the re-runs and the judge are only worth paying for at the
 #: end), and what is measured last.
-_ROUND: tuple[GateName, ...] = ("flaky", "judge")
-_NOT_YET_JUDGED: tuple[GateName, ...] = ("judge",)
+_ROUND: tuple[GateName, ...] = ("flaky", "judge", "mutation")
+_NOT_YET_JUDGED: tuple[GateName, ...] = ("judge", "mutation")
+_NOT_YET_MUTATED: tuple[GateName, ...] = ("mutation",)
 
 
 @dataclass(frozen=True)
@@ -144,12 +146,11 @@ def _generate(job: Job, outcome: FileOutcome, talk: Conversation, max_iterations
         changed = {p: t for p, t in talk.files.items() if originals.get(p) != t}
         _record_draft(outcome, job.target, evidence, talk, changed)
         decision, verdict = _final_gates(job, outcome, talk, evidence, decision, changed, originals)
-        if decision.gate != "judge" or verdict is None or outcome.iterations >= max_iterations:
+        text = _another_round(job, outcome, evidence, decision, verdict)
+        if text is None or outcome.iterations >= max_iterations:
             break
-        score, gates = evidence.judge_score or 0.0, job.settings.gates
-        text = judge_feedback(score, verdict, evidence.static, gates, evidence.forbidden_rules)
         previous = (evidence, text)
-        log.info("%s: judge score %.2f: another round", job.target.source, score)
+        log.info("%s: %s gate failed: another round", job.target.source, decision.gate)
     _finish(outcome, decision)
 
 
@@ -175,10 +176,52 @@ def _final_gates(
     evidence.judge_score = combined_score(evidence.static, verdict, passed=True)
     outcome.judge_score = evidence.judge_score
     outcome.judge_scores.append(evidence.judge_score)
-    decision = evaluate(evidence, job.settings.gates)
-    if not decision.accepted and verdict.missing:
-        decision.results[-1].reasons += [f"missing: {m}" for m in verdict.missing[:5]]
-    return decision, verdict
+    decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_MUTATED)
+    if not decision.accepted:
+        if verdict.missing:
+            decision.results[-1].reasons += [f"missing: {m}" for m in verdict.missing[:5]]
+        return decision, verdict
+    _score_mutants(job, outcome, talk, evidence)
+    return evaluate(evidence, job.settings.gates), verdict
+
+
+def _another_round(
+    job: Job,
+    outcome: FileOutcome,
+    evidence: Evidence,
+    decision: GateDecision,
+    verdict: LLMVerdict | None,
+) -> str | None:
+    """What the judge or the mutants found, for another round (None: no such gate failed)."""
+    gates = job.settings.gates
+    if decision.gate == "judge" and verdict is not None:
+        score = evidence.judge_score or 0.0
+        return judge_feedback(score, verdict, evidence.static, gates, evidence.forbidden_rules)
+    if decision.gate == "mutation" and outcome.mutation is not None:
+        return survivors_feedback(outcome.mutation, job.target.source, gates.min_mutation or 0.0)
+    return None
+
+
+def _score_mutants(job: Job, outcome: FileOutcome, talk: Conversation, evidence: Evidence) -> None:
+    """The mutation score of a file that passed every other gate (skipped without coverage or
+    with ``max_mutants`` 0): only its new test files run, in the sandbox."""
+    gates, coverage = job.settings.gates, evidence.validation.coverage
+    if gates.max_mutants <= 0 or coverage is None:
+        return
+    tests = {p: t for p, t in talk.files.items() if talk.rules.is_test_file(p)}
+    record = mutation_score(
+        job.project,
+        job.target.source,
+        coverage,
+        tests,
+        chain=job.chain,
+        runner=job.runner,
+        limit=gates.max_mutants,
+        cache_dir=job.settings.home / "cache" / "mutants",
+        timeout_s=job.settings.sandbox.spec_timeout_s,
+    )
+    outcome.mutation, outcome.mutation_score = record, record.score
+    evidence.mutation_score, evidence.mutants = record.score, (record.killed, record.made)
 
 
 def _rounds(

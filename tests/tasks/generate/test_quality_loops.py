@@ -24,6 +24,7 @@ from tests.fakes.mistral_server import MistralServer, RecordedRequest, Rule
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
 from tests.flows.test_nightly_rails import GOOD_SPEC, ORDERS_FACTORY
 from tests.tasks.generate.test_loop import GOOD, PARTIAL, SPEC, TARGET, files_reply
+from tests.tasks.generate.test_mutation import STRONG, WEAK
 
 pytestmark = pytest.mark.slow
 
@@ -213,3 +214,77 @@ def test_untested_file_at_about_40_percent_is_rejected_with_the_uncovered_lines_
     assert ">> 27 |     return stock" in fix
     assert "   14 | def load_csv(text: str, stock: Stock | None = None) -> Stock:" in fix
     assert "coverage 37% < 90%" in fix
+
+
+PRICING_TARGET = Target(
+    source="src/inventory/pricing.py",
+    kind="python",
+    specs=["tests/test_pricing.py"],
+    spec="tests/test_pricing.py",
+    reason="low-coverage",
+    coverage_before=0.8,
+)
+
+
+def test_mutation_score_is_reported_for_an_accepted_file(
+    inventory: Path, mistral_server: MistralServer
+) -> None:
+    mistral_server.add(Rule(schema_name="judge_verdict", replies=[verdict(0.8, ["exact"])]))
+    mistral_server.add(Rule(replies=[files_reply(WEAK, "tests/test_pricing.py")]))
+
+    # The gate is off by default: the score is measured and reported, never decides.
+    outcome = run(inventory, PRICING_TARGET, "python-pytest", settings(max_mutants=10))
+
+    assert outcome.verdict == "accepted", outcome.reasons
+    assert outcome.mutation is not None and outcome.mutation.made == 10
+    assert outcome.mutation_score == 0.7 == outcome.public().mutation_score
+    assert [s.line for s in outcome.mutation.survivors] == [26, 30, 37]
+    assert [g.gate for g in outcome.gates][-1] == "mutation" and outcome.gates[-1].passed
+    assert (inventory / "src/inventory/pricing.py").read_text() == (
+        Path(__file__).parents[3] / "examples/py_inventory/src/inventory/pricing.py"
+    ).read_text()
+
+
+def test_surviving_mutants_are_fed_back_and_the_stronger_tests_accepted(
+    inventory: Path, mistral_server: MistralServer
+) -> None:
+    mistral_server.add(Rule(schema_name="judge_verdict", replies=[verdict(0.8, ["exact"])]))
+    mistral_server.add(
+        Rule(
+            name="fix",
+            contains="# Task: fix the tests",
+            replies=[files_reply(STRONG, "tests/test_pricing.py")],
+        )
+    )
+    mistral_server.add(Rule(name="generate", replies=[files_reply(WEAK, "tests/test_pricing.py")]))
+
+    outcome = run(
+        inventory, PRICING_TARGET, "python-pytest", settings(max_mutants=10, min_mutation=0.9)
+    )
+
+    assert outcome.verdict == "accepted", outcome.reasons
+    assert outcome.iterations == 2 and outcome.mutation_score == 1.0
+    fix = generator(mistral_server)[1].text
+    assert "kill 7 of 10 small changes" in fix and "at least 0.90" in fix
+    assert "- line 30:" in fix
+    assert (
+        "changed to: net = unit_price_cents * quantity * (100 + volume_discount(quantity))" in fix
+    )
+
+
+def test_min_mutation_rejects_when_no_round_is_left(
+    inventory: Path, mistral_server: MistralServer
+) -> None:
+    mistral_server.add(Rule(schema_name="judge_verdict", replies=[verdict(0.8, ["exact"])]))
+    mistral_server.add(Rule(replies=[files_reply(WEAK, "tests/test_pricing.py")]))
+
+    outcome = run(
+        inventory,
+        PRICING_TARGET,
+        "python-pytest",
+        settings(max_mutants=10, min_mutation=0.9),
+        iterations=1,
+    )
+
+    assert outcome.verdict == "rejected" and outcome.gate == "mutation"
+    assert outcome.reasons == ["mutation score 0.70 < 0.90 (3 of 10 mutants survived)"]
