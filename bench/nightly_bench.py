@@ -266,7 +266,7 @@ def main() -> int:
     share = mutation / per_file if per_file else 0.0
     print(
         f"mutation scoring: {mutants} mutants; {mutation:.2f} s of a file's {per_file:.2f} s "
-        f"sandboxed work ({share:.0%}), about {share * floor:.1f} s of the {first_s:.1f} s wall"
+        f"sandboxed work ({share:.0%}), about {share * first_s:.1f} s of the {first_s:.1f} s wall"
     )
     print(f"verdicts of the re-run: {sorted({f.verdict for f in second.files})}")
     figures = [

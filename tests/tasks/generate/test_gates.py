@@ -156,6 +156,7 @@ def test_the_decision_lists_every_gate_run_in_order() -> None:
         "coverage",
         "static",
         "judge",
+        "mutation",
     ]
     assert all(r.passed for r in d.results) and d.gate is None and d.reasons == []
     low = evaluate(_evidence(validation=_ok(covered=5), coverage_before=0.5), SETTINGS)
@@ -168,3 +169,15 @@ def test_the_decision_lists_every_gate_run_in_order() -> None:
 def test_a_shared_support_file_that_breaks_the_suite_fails_the_pass_gate() -> None:
     d = evaluate(_evidence(shared_breaks=["changed shared file(s) x break other specs"]), SETTINGS)
     assert (d.gate, d.reasons) == ("pass", ["changed shared file(s) x break other specs"])
+
+
+def test_mutation_gate_is_off_by_default_and_gates_when_set() -> None:
+    weak = {"mutation_score": 0.4, "mutants": (4, 10)}
+    assert evaluate(_evidence(**weak), SETTINGS).accepted  # off: reported, never decides
+    strict = SETTINGS.model_copy(update={"min_mutation": 0.6})
+    d = evaluate(_evidence(**weak), strict)
+    assert d.gate == "mutation"
+    assert d.reasons == ["mutation score 0.40 < 0.60 (6 of 10 mutants survived)"]
+    assert evaluate(_evidence(mutation_score=0.6, mutants=(6, 10)), strict).accepted
+    # No mutant could be made: nothing to gate on.
+    assert evaluate(_evidence(mutation_score=None), strict).accepted
