@@ -25,6 +25,11 @@ from defusedxml.ElementTree import ParseError, iterparse
 
 from tasks.core.errors import CoverageError
 from tasks.core.types import FileCoverage
+from tasks.facts.branches import (
+    merge_simplecov_branches,
+    with_coverage_py_branches,
+    with_simplecov_branches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +115,7 @@ def load_simplecov(path: Path, repo: Path, aliases: Sequence[Path] = ()) -> dict
 
 def _simplecov(data: dict[str, Any], path: Path, where: _Where) -> dict[str, FileCoverage]:
     merged: dict[str, _Hits] = {}
+    branches: dict[str, dict[tuple[int, str], int]] = {}
     for command, result in data.items():
         if not isinstance(result, dict) or not isinstance(result.get("coverage"), dict):
             raise CoverageError(f"{path}: command {command!r} has no 'coverage' object")
@@ -126,7 +132,14 @@ def _simplecov(data: dict[str, Any], path: Path, where: _Where) -> dict[str, Fil
                     raise CoverageError(f"{path}: {file}: bad hit count {value!r} on line {number}")
                 hits[number] = value
             _merge_into(merged, file, hits)
-    return _finish(merged, where, bases=[], report=path)
+            if isinstance(entry, dict) and isinstance(entry.get("branches"), dict):
+                merge_simplecov_branches(branches.setdefault(file, {}), entry["branches"])
+    result = _finish(merged, where, bases=[], report=path)
+    for file, taken in branches.items():
+        key = _relativise(file, where, [where.repo])
+        if key in result:
+            result[key] = with_simplecov_branches(result[key], taken)
+    return result
 
 
 def _coverage_json(data: dict[str, Any], path: Path, where: _Where) -> dict[str, FileCoverage]:
@@ -147,24 +160,8 @@ def _coverage_json(data: dict[str, Any], path: Path, where: _Where) -> dict[str,
     for file, entry in files.items():
         key = _relativise(file, where, [where.repo])
         if key in result and isinstance(entry, dict) and "missing_branches" in entry:
-            result[key] = _with_branches(result[key], entry)
+            result[key] = with_coverage_py_branches(result[key], entry)
     return result
-
-
-def _with_branches(cov: FileCoverage, entry: dict[str, Any]) -> FileCoverage:
-    """A coverage.py branch-mode entry's branches: the summary's counts, and the executed
-    lines with a branch never taken (a bad entry leaves the line figures alone)."""
-    summary = entry.get("summary")
-    try:
-        total = int(summary["num_branches"])  # type: ignore[index]
-        taken = int(summary["covered_branches"])  # type: ignore[index]
-        uncovered = set(cov.uncovered_lines)
-        partial = sorted({int(pair[0]) for pair in entry["missing_branches"]} - uncovered)
-    except (KeyError, TypeError, ValueError, IndexError):
-        return cov
-    return cov.model_copy(
-        update={"branches": total, "covered_branches": taken, "partial_lines": partial}
-    )
 
 
 def _cobertura(path: Path, where: _Where) -> dict[str, FileCoverage]:
