@@ -16,8 +16,9 @@ The ideal counts only model latency: on a small machine the real test runs (a py
 per run) dominate, and the ratio says by how much. A second figure compares the wall time with
 the floor those runs set (one file's lint, run and re-runs timed serially afterwards, times
 the files, over the machine's cores; or the ideal when larger): what the orchestration adds
-on top of work that cannot be skipped. Prints details, then one JSON line
-``{"bench": "nightly", "figures": [...]}`` for bench/run_all.py.
+on top of work that cannot be skipped. The mutation scoring of each accepted file is part of
+that work; its share of a file's work is a figure of its own (target <= 0.5). Prints details,
+then one JSON line ``{"bench": "nightly", "figures": [...]}`` for bench/run_all.py.
 
 Usage: ``.venv/bin/python bench/nightly_bench.py [--files N] [--latency S] [--concurrency C]
 [--flaky-runs R] [--judge-samples J] [--sandbox bwrap|none]``
@@ -177,6 +178,44 @@ def serial_work_s(repo: Path, report: Any, sample: int, flaky_runs: int, sandbox
     return (time.perf_counter() - start) / len(accepted)
 
 
+def serial_mutation_s(repo: Path, report: Any, sample: int, sandbox: str) -> float:
+    """Seconds one accepted file's mutation scoring takes alone (the same mutants the nightly
+    made, no cache), the mean over `sample` accepted files: its share of a file's work."""
+    import shutil
+
+    from tasks.core.config import SandboxSettings
+    from tasks.generate.mutation import mutation_score
+    from tasks.sandbox.make import make_runner
+    from tasks.toolchains.registry import get_toolchain
+
+    chain = get_toolchain("python-pytest")
+    accepted = [f for f in report.files if f.verdict == "accepted" and f.mutation and f.validation][
+        :sample
+    ]
+    if not accepted:
+        return 0.0
+    copy = repo.parent / "serial-mutants"
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
+    runner = make_runner(SandboxSettings(backend=sandbox), root=copy, cache_dir=copy / ".cache")
+    start = time.perf_counter()
+    for f in accepted:
+        for rel, text in f.files.items():
+            (copy / rel).write_text(text, encoding="utf-8")
+        tests = {rel: text for rel, text in f.files.items() if rel.startswith("tests/test_")}
+        coverage = f.validation.coverage
+        mutation_score(
+            copy,
+            f.source,
+            coverage,
+            tests,
+            chain=chain,
+            runner=runner,
+            limit=f.mutation.made,
+            cache_dir=None,
+        )
+    return (time.perf_counter() - start) / len(accepted)
+
+
 def warm_up() -> None:
     from prefect import flow
 
@@ -230,6 +269,7 @@ def main() -> int:
                 rerun_calls = len(server.requests) - calls
             per_file = serial_work_s(repo, first, args.serial_sample, args.flaky_runs, args.sandbox)
             suite_s = suite_alone_s(repo, first, args.sandbox)
+            mutation = serial_mutation_s(repo, first, args.serial_sample, args.sandbox)
         finally:
             server.stop()
 
@@ -238,7 +278,9 @@ def main() -> int:
     # The floor the sandboxed work sets: one file's commands run serially on a quiet machine,
     # times the files, spread over every core (perfect scaling: the floor is optimistic).
     cores = os.cpu_count() or 1
+    per_file += mutation  # the nightly scores mutants of every accepted file
     floor = max(ideal, per_file * args.files / cores)
+    mutants = sum(f.mutation.made for f in first.files if f.mutation)
     print(f"files: {args.files}, accepted on the first run: {accepted}")
     print(f"first run: {first_s:.1f} s wall, {calls} model calls, ideal {ideal:.1f} s")
     print(
@@ -246,6 +288,11 @@ def main() -> int:
         f"cores: floor {floor:.1f} s"
     )
     print(f"re-run: {rerun_s:.1f} s wall, {rerun_calls} model calls")
+    share = mutation / per_file if per_file else 0.0
+    print(
+        f"mutation scoring: {mutants} mutants; {mutation:.2f} s of a file's {per_file:.2f} s "
+        f"sandboxed work ({share:.0%}), about {share * first_s:.1f} s of the {first_s:.1f} s wall"
+    )
     print(f"verdicts of the re-run: {sorted({f.verdict for f in second.files})}")
     proof = first.suite_proof
     proof_s = proof.seconds if proof is not None else 0.0
@@ -289,6 +336,13 @@ def main() -> int:
             "baseline": round(first_s, 2),
             "ratio": round(proof_s / first_s, 3),
             "target": 1.0,
+        },
+        {
+            "name": "mutation scoring share of a file's sandboxed work",
+            "value": round(mutation, 2),
+            "baseline": round(per_file, 2),
+            "ratio": round(share, 3),
+            "target": 0.5,
         },
         {
             "name": "re-run model calls",

@@ -7,6 +7,7 @@ the YAML front matter gives the version and the "Levels" table gives score -> me
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import yaml
@@ -25,6 +26,8 @@ def default_rubric_path() -> Path:
 
 
 _LEVELS_HEADING = "## levels"
+_STATIC_GATE_HEADING = "## static gate"
+_GATE_RULE = re.compile(r"^- `([a-z][a-z0-9-]*)`")
 
 
 class Rubric(BaseModel):
@@ -35,6 +38,8 @@ class Rubric(BaseModel):
         version: The front matter's version, recorded with every judge verdict.
         sha256: Hash of the whole file, so a changed rubric changes cache keys.
         levels: Score -> meaning, exactly the levels in RUBRIC_LEVELS.
+        static_gate: The static rule ids the `static` gate rejects by default (the bullets of
+            the "Static gate" section; `gates.static_reject` overrides them).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -43,6 +48,7 @@ class Rubric(BaseModel):
     version: str
     sha256: str
     levels: dict[float, str]
+    static_gate: tuple[str, ...] = ()
 
     def nearest_level(self, score: float) -> float:
         """Snap a score to the closest rubric level (a tie goes to the upper level).
@@ -109,6 +115,22 @@ def _parse_levels(body: str, name: str) -> dict[float, str]:
     return levels
 
 
+def _parse_static_gate(body: str, name: str) -> tuple[str, ...]:
+    """The rule ids listed (one bullet each, "- `rule-id`: why") under "## Static gate"."""
+    rules: list[str] = []
+    in_section = False
+    for line in body.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("## "):
+            in_section = stripped.lower() == _STATIC_GATE_HEADING
+            continue
+        if in_section and (match := _GATE_RULE.match(stripped)):
+            rules.append(match.group(1))
+    if not rules:
+        raise BadInputError(f"{name}: the 'Static gate' section lists no rule")
+    return tuple(dict.fromkeys(rules))
+
+
 def load_rubric(path: Path | None = None) -> Rubric:
     """Load and validate the rubric.
 
@@ -137,4 +159,5 @@ def load_rubric(path: Path | None = None) -> Rubric:
         version=str(version),
         sha256=hashlib.sha256(data).hexdigest(),
         levels=_parse_levels(body, str(path)),
+        static_gate=_parse_static_gate(body, str(path)),
     )

@@ -14,9 +14,11 @@ number of examples means one vague matcher in a twenty-example spec costs 0.05, 
 matcher in every example drives the score to 0. The weights were chosen so that the static score
 orders the labelled calibration cases (judge/calibration/) like their rubric labels.
 
-Forbidden rules make the static gate fail (`gate_passes`): the spec is structurally broken in a
-way the rubric scores 0.0 (private methods, no assertion, "does not crash" tests, stubbing every
-instance) or cannot even load. Other rules only lower the score.
+Forbidden rules cap the score: the spec is structurally broken in a way the rubric scores 0.0
+(private methods, no assertion, "does not crash" tests, stubbing every instance) or cannot even
+load. The nightly's `static` gate rejects the rules listed in judge/rubric.md's "Static gate"
+section (the forbidden ones and `vague-matcher`), or the `gates.static_reject` setting
+(`tasks.generate.feedback.static_reject`); `gate_passes` is the forbidden rules alone.
 """
 
 from __future__ import annotations

@@ -10,13 +10,14 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AliasChoices,
     BaseModel,
     Field,
     SecretStr,
+    StringConstraints,
     TypeAdapter,
     ValidationError,
     field_validator,
@@ -74,6 +75,10 @@ class ModelSettings(BaseModel):
     )
 
 
+#: A static rule id (judge/static.py's RULES): lowercase words joined by hyphens.
+RuleId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*$")]
+
+
 class GateSettings(BaseModel):
     min_coverage: float = Field(0.9, ge=0, le=1, description="Target file line coverage")
     min_coverage_gain: float = Field(
@@ -81,6 +86,17 @@ class GateSettings(BaseModel):
     )
     min_judge: float = Field(0.7, ge=0, le=1, description="LLM judge score threshold")
     flaky_runs: int = Field(3, ge=0, description="Extra passing runs required")
+    static_reject: list[RuleId] | None = Field(
+        None,
+        description="Static rule ids the static gate rejects (None: the 'Static gate' list of "
+        "judge/rubric.md)",
+    )
+    min_mutation: float | None = Field(
+        None, ge=0, le=1, description="Mutation score an accepted file must reach (None: off)"
+    )
+    max_mutants: int = Field(
+        10, ge=0, description="Mutants scored per accepted file (0: no mutation score)"
+    )
 
 
 class SandboxSettings(BaseModel):

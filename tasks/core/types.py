@@ -128,6 +128,11 @@ class FileCoverage(_Model):
     executable_lines: int
     covered_lines: int
     uncovered_lines: list[int] = Field(default_factory=list)
+    branches: int | None = Field(None, description="Branches, where the tool measures them")
+    covered_branches: int | None = None
+    partial_lines: list[int] = Field(
+        default_factory=list, description="Executed lines with a branch never taken"
+    )
 
     @property
     def ratio(self) -> float:

@@ -25,6 +25,11 @@ from defusedxml.ElementTree import ParseError, iterparse
 
 from tasks.core.errors import CoverageError
 from tasks.core.types import FileCoverage
+from tasks.facts.branches import (
+    merge_simplecov_branches,
+    with_coverage_py_branches,
+    with_simplecov_branches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +115,7 @@ def load_simplecov(path: Path, repo: Path, aliases: Sequence[Path] = ()) -> dict
 
 def _simplecov(data: dict[str, Any], path: Path, where: _Where) -> dict[str, FileCoverage]:
     merged: dict[str, _Hits] = {}
+    branches: dict[str, dict[tuple[int, str], int]] = {}
     for command, result in data.items():
         if not isinstance(result, dict) or not isinstance(result.get("coverage"), dict):
             raise CoverageError(f"{path}: command {command!r} has no 'coverage' object")
@@ -126,7 +132,14 @@ def _simplecov(data: dict[str, Any], path: Path, where: _Where) -> dict[str, Fil
                     raise CoverageError(f"{path}: {file}: bad hit count {value!r} on line {number}")
                 hits[number] = value
             _merge_into(merged, file, hits)
-    return _finish(merged, where, bases=[], report=path)
+            if isinstance(entry, dict) and isinstance(entry.get("branches"), dict):
+                merge_simplecov_branches(branches.setdefault(file, {}), entry["branches"])
+    result = _finish(merged, where, bases=[], report=path)
+    for file, taken in branches.items():
+        key = _relativise(file, where, [where.repo])
+        if key in result:
+            result[key] = with_simplecov_branches(result[key], taken)
+    return result
 
 
 def _coverage_json(data: dict[str, Any], path: Path, where: _Where) -> dict[str, FileCoverage]:
@@ -143,7 +156,12 @@ def _coverage_json(data: dict[str, Any], path: Path, where: _Where) -> dict[str,
         hits: _Hits = {n: 0 for n in missing}
         hits.update({n: 1 for n in executed})
         _merge_into(merged, file, hits)
-    return _finish(merged, where, bases=[], report=path)
+    result = _finish(merged, where, bases=[], report=path)
+    for file, entry in files.items():
+        key = _relativise(file, where, [where.repo])
+        if key in result and isinstance(entry, dict) and "missing_branches" in entry:
+            result[key] = with_coverage_py_branches(result[key], entry)
+    return result
 
 
 def _cobertura(path: Path, where: _Where) -> dict[str, FileCoverage]:

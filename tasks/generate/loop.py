@@ -18,19 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from judge.llm import LLMVerdict, combined_score, judge_with_model
-from judge.static import FORBIDDEN_RULES, check_spec
+from judge.static import check_spec
 from tasks.core.config import Settings
 from tasks.core.errors import AutopilotError
 from tasks.core.types import Finding, StaticVerdict, ValidationResult
 from tasks.generate.context import PromptContext
+from tasks.generate.feedback import judge_feedback, round_feedback, static_reject
 from tasks.generate.files import read_back, snapshot, write_files
 from tasks.generate.gates import Evidence, GateDecision, GateName, evaluate, execution
+from tasks.generate.mutation import mutation_score, survivors_feedback
+from tasks.generate.numbered import numbered, numbered_for
 from tasks.generate.rounds import BudgetExhaustedError, Conversation
 from tasks.generate.skills import Skill
 from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome, JudgeRecord
 from tasks.model.client import ModelClient
-from tasks.model.feedback import format_failure_output
 from tasks.toolchains.base import CommandRunner, Toolchain
 
 __all__ = ["DEFAULT_MAX_ITERATIONS", "BudgetExhaustedError", "generate_for_file"]
@@ -40,8 +42,9 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_ITERATIONS = 4
 #: What a round cannot measure yet (the re-runs and the judge are only worth paying for at the
 #: end), and what is measured last.
-_ROUND: tuple[GateName, ...] = ("flaky", "judge")
-_NOT_YET_JUDGED: tuple[GateName, ...] = ("judge",)
+_ROUND: tuple[GateName, ...] = ("flaky", "judge", "mutation")
+_NOT_YET_JUDGED: tuple[GateName, ...] = ("judge", "mutation")
+_NOT_YET_MUTATED: tuple[GateName, ...] = ("mutation",)
 
 
 @dataclass(frozen=True)
@@ -134,31 +137,105 @@ def generate_for_file(
 
 
 def _generate(job: Job, outcome: FileOutcome, talk: Conversation, max_iterations: int) -> None:
-    """The rounds, then the evidence that is only worth paying for at the end, gate by gate."""
-    evidence, decision, originals = _rounds(job, outcome, talk, max_iterations)
-    changed = {p: t for p, t in talk.files.items() if originals.get(p) != t}
-    _record_draft(outcome, job.target, evidence, talk, changed)
+    """The rounds, then the evidence only worth paying for at the end, gate by gate; a judge
+    score under `min_judge` sends its reasons back for another round while rounds remain."""
+    originals: dict[str, str | None] = {}
+    previous: tuple[Evidence, str] | None = None
+    while True:
+        evidence, decision = _rounds(job, outcome, talk, max_iterations, originals, previous)
+        changed = {p: t for p, t in talk.files.items() if originals.get(p) != t}
+        _record_draft(outcome, job.target, evidence, talk, changed)
+        decision, verdict = _final_gates(job, outcome, talk, evidence, decision, changed, originals)
+        text = _another_round(job, outcome, evidence, decision, verdict)
+        if text is None or outcome.iterations >= max_iterations:
+            break
+        previous = (evidence, text)
+        log.info("%s: %s gate failed: another round", job.target.source, decision.gate)
+    _finish(outcome, decision)
+
+
+def _final_gates(
+    job: Job,
+    outcome: FileOutcome,
+    talk: Conversation,
+    evidence: Evidence,
+    decision: GateDecision,
+    changed: dict[str, str],
+    originals: dict[str, str | None],
+) -> tuple[GateDecision, LLMVerdict | None]:
+    """The re-runs, the shared-support check and the judge, each only when all before passed."""
     if decision.accepted:
         evidence.reruns = _reruns(job, talk, outcome)
         decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_JUDGED)
     if decision.accepted:
         evidence.shared_breaks = _shared_breaks(job, changed, originals)
         decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_JUDGED)
-    if decision.accepted:
-        verdict = _judge(job, outcome, talk, evidence.validation)
-        evidence.judge_score = combined_score(evidence.static, verdict, passed=True)
-        outcome.judge_score = evidence.judge_score
-        decision = evaluate(evidence, job.settings.gates)
-        if not decision.accepted and verdict.missing:
+    if not decision.accepted:
+        return decision, None
+    verdict = _judge(job, outcome, talk, evidence.validation)
+    evidence.judge_score = combined_score(evidence.static, verdict, passed=True)
+    outcome.judge_score = evidence.judge_score
+    outcome.judge_scores.append(evidence.judge_score)
+    decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_MUTATED)
+    if not decision.accepted:
+        if verdict.missing:
             decision.results[-1].reasons += [f"missing: {m}" for m in verdict.missing[:5]]
-    _finish(outcome, decision)
+        return decision, verdict
+    _score_mutants(job, outcome, talk, evidence)
+    return evaluate(evidence, job.settings.gates), verdict
+
+
+def _another_round(
+    job: Job,
+    outcome: FileOutcome,
+    evidence: Evidence,
+    decision: GateDecision,
+    verdict: LLMVerdict | None,
+) -> str | None:
+    """What the judge or the mutants found, for another round (None: no such gate failed)."""
+    gates = job.settings.gates
+    if decision.gate == "judge" and verdict is not None:
+        score = evidence.judge_score or 0.0
+        return judge_feedback(score, verdict, evidence.static, gates, evidence.forbidden_rules)
+    if decision.gate == "mutation" and outcome.mutation is not None:
+        return survivors_feedback(outcome.mutation, job.target.source, gates.min_mutation or 0.0)
+    return None
+
+
+def _score_mutants(job: Job, outcome: FileOutcome, talk: Conversation, evidence: Evidence) -> None:
+    """The mutation score of a file that passed every other gate (skipped without coverage or
+    with ``max_mutants`` 0): only its new test files run, in the sandbox."""
+    gates, coverage = job.settings.gates, evidence.validation.coverage
+    if gates.max_mutants <= 0 or coverage is None:
+        return
+    tests = {p: t for p, t in talk.files.items() if talk.rules.is_test_file(p)}
+    record = mutation_score(
+        job.project,
+        job.target.source,
+        coverage,
+        tests,
+        chain=job.chain,
+        runner=job.runner,
+        limit=gates.max_mutants,
+        cache_dir=job.settings.home / "cache" / "mutants",
+        timeout_s=job.settings.sandbox.spec_timeout_s,
+    )
+    outcome.mutation, outcome.mutation_score = record, record.score
+    evidence.mutation_score, evidence.mutants = record.score, (record.killed, record.made)
 
 
 def _rounds(
-    job: Job, outcome: FileOutcome, talk: Conversation, max_iterations: int
-) -> tuple[Evidence, GateDecision, dict[str, str | None]]:
-    """Generate, then fix with the exact failure output, until the gates that a round can
-    measure pass (everything but the re-runs and the judge) or the rounds run out."""
+    job: Job,
+    outcome: FileOutcome,
+    talk: Conversation,
+    max_iterations: int,
+    originals: dict[str, str | None],
+    previous: tuple[Evidence, str] | None = None,
+) -> tuple[Evidence, GateDecision]:
+    """Generate (or fix with `previous`: the last evidence and a later gate's feedback), then
+    fix with the exact failure output, until the gates a round can measure pass (everything but
+    the re-runs and the judge) or the rounds run out. The source is shown numbered, with the
+    lines and branches no test ran marked in place."""
     ctx, target = job.context, job.target
     common = {
         **ctx.variables(),
@@ -167,22 +244,24 @@ def _rounds(
         "skill_name": job.skill.name,
         "skill": job.skill.body,
     }
-    originals: dict[str, str | None] = {}
-    evidence: Evidence | None = None
+    evidence, pending = previous if previous is not None else (None, None)
     decision = GateDecision.reject("load", ["no draft"])
-    for iteration in range(1, max_iterations + 1):
+    for iteration in range(outcome.iterations + 1, max_iterations + 1):
         outcome.iterations = iteration
         if evidence is None:
-            talk.ask("generate", job.project, docs=ctx.docs, **common)
+            source = numbered(ctx.source, target.uncovered_lines)
+            talk.ask("generate", job.project, docs=ctx.docs, **(common | {"source": source}))
         else:
-            previous = [{"path": p, "text": t} for p, t in talk.files.items()]
+            previous_files = [{"path": p, "text": t} for p, t in talk.files.items()]
+            failure = pending if pending is not None else round_feedback(evidence, decision)
+            pending = None
             talk.ask(
                 "fix",
                 job.project,
-                previous_files=previous,
-                failure_output=_feedback(evidence, decision),
+                previous_files=previous_files,
+                failure_output=failure,
                 iteration=iteration,
-                **common,
+                **(common | {"source": numbered_for(ctx.source, evidence.validation.coverage)}),
             )
         originals.update(snapshot(job.project, [p for p in talk.files if p not in originals]))
         evidence = _measure(job, talk)
@@ -191,7 +270,7 @@ def _rounds(
         if decision.accepted:
             break
     assert evidence is not None
-    return evidence, decision, originals
+    return evidence, decision
 
 
 def _measure(job: Job, talk: Conversation) -> Evidence:
@@ -208,8 +287,10 @@ def _measure(job: Job, talk: Conversation) -> Evidence:
         validation=validation,
         lint=offences,
         coverage_before=job.target.coverage_before,
+        had_specs=bool(job.target.specs),
+        no_cover=sorted(job.chain.no_cover_lines(job.context.source)),
         static=_static(talk.files, job.chain, talk),
-        forbidden_rules=FORBIDDEN_RULES,
+        forbidden_rules=static_reject(job.settings.gates),
     )
 
 
@@ -224,22 +305,6 @@ def _static(files: dict[str, str], chain: Toolchain, talk: Conversation) -> Stat
         return None
     findings: list[Finding] = [f for v in verdicts for f in v.findings]
     return StaticVerdict(score=min(v.score for v in verdicts), findings=findings)
-
-
-def _feedback(evidence: Evidence, decision: GateDecision) -> str:
-    """The exact failure output for the fix prompt, plus forbidden static findings if any."""
-    text = format_failure_output(evidence.validation)
-    if decision.gate == "static" and evidence.static is not None:
-        lines = [
-            f"- {f.path}:{f.line} {f.rule}: {f.message}"
-            for f in evidence.static.findings
-            if f.rule in FORBIDDEN_RULES
-        ]
-        text += "\nStatic rubric: forbidden patterns (replace them with exact assertions):\n"
-        text += "\n".join(lines)
-    if decision.gate == "coverage" and not text.strip():
-        text = "\n".join(decision.reasons)
-    return text.strip() or "\n".join(decision.reasons)
 
 
 def _record_draft(

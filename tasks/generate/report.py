@@ -216,6 +216,7 @@ def table_rows(outcomes: Iterable[FileOutcome]) -> list[dict[str, object]]:
             "coverage before": _fmt(o.coverage_before, pct=True),
             "coverage after": _fmt(o.coverage_after, pct=True),
             "judge score": _fmt(o.judge_score),
+            "mutation score": _fmt(o.mutation_score),
             "tokens": o.tokens,
         }
         for o in outcomes

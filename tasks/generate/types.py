@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from tasks.core.types import Exchange, SourceKind, ValidationResult
 from tasks.generate.gates import GateName, GateResult
+from tasks.generate.mutation import MutationRecord
 
 __all__ = ["Exchange", "FileOutcome", "FileSummary", "JudgeRecord", "Verdict"]
 
@@ -39,7 +40,12 @@ class FileOutcome(BaseModel):
     coverage_before: float | None = None
     coverage_after: float | None = None
     judge_score: float | None = None
+    judge_scores: list[float] = Field(
+        default_factory=list, description="Every judge round's score, in order (the last counts)"
+    )
     static_score: float | None = None
+    mutation_score: float | None = None
+    mutation: MutationRecord | None = None
     tokens: int = 0
     model_calls: int = 0
     skill: str | None = None
@@ -74,4 +80,5 @@ class FileSummary(BaseModel):
     coverage_after: float | None
     judge_score: float | None
     static_score: float | None
+    mutation_score: float | None = None
     tokens: int

@@ -397,6 +397,12 @@ class Toolchain(ABC):
         del path, text, lines
         return iter(())
 
+    def no_cover_lines(self, text: str) -> set[int]:
+        """Lines the project marks as reachable by no test (``# pragma: no cover``,
+        ``:nocov:``): the file's own coverage ceiling."""
+        del text
+        return set()
+
     def mutant_ok(self, text: str) -> bool:
         """Whether a mutated source still parses (checked when a mutation is chosen)."""
         del text

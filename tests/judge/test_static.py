@@ -488,11 +488,26 @@ def test_rubric_levels_are_exactly_the_contract() -> None:
     assert set(rubric.levels) == {1.0, 0.8, 0.6, 0.4, 0.2, 0.0} == RUBRIC_LEVELS
     assert rubric.levels[0.8] == "Precise everywhere tested, but one or two edge cases missing."
     assert "private methods" in rubric.levels[0.0]
-    assert rubric.version == "1.0"
+    assert rubric.version == "1.1"
     assert rubric.sha256 == hashlib.sha256(default_rubric_path().read_bytes()).hexdigest()
     assert not rubric.text.startswith("---")
     for bad in ("be_truthy", "not_to raise_error", "send", "eq(100)", "change { User.count }"):
         assert bad in rubric.text
+
+
+def test_rubric_static_gate_list_is_known_rules_with_the_forbidden_and_vague_ones() -> None:
+    gate = load_rubric().static_gate
+    assert set(gate) <= set(RULES)
+    assert set(gate) == FORBIDDEN_RULES | {"vague-matcher"}
+    for rule in gate:  # each is described where the judge reads the rubric
+        assert f"- `{rule}`:" in load_rubric().text
+
+
+def test_rubric_without_a_static_gate_list_is_rejected(tmp_path: Path) -> None:
+    broken = tmp_path / "rubric.md"
+    broken.write_text(default_rubric_path().read_text().replace("- `", "* `"))
+    with pytest.raises(BadInputError, match="'Static gate' section lists no rule"):
+        load_rubric(broken)
 
 
 def test_rubric_nearest_level() -> None:
@@ -509,7 +524,7 @@ def test_rubric_nearest_level() -> None:
     [
         (lambda t: t.replace("| 0.2 |", "| 0.3 |"), "levels must be exactly"),
         (lambda t: t.replace("| 0.4 | Some", "| 0.6 | Some"), "level 0.6 defined twice"),
-        (lambda t: t.replace('version: "1.0"\n', ""), "needs a version"),
+        (lambda t: t.replace('version: "1.1"\n', ""), "needs a version"),
         (lambda t: t.split("---", 2)[2], "no YAML front matter"),
     ],
 )

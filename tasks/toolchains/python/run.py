@@ -179,6 +179,7 @@ def _pytest_argv(
         "-m",
         "coverage",
         "run",
+        "--branch",
         f"--data-file={run_dir / '.coverage'}",
         f"--source={source_root(repo)}",
         f"--omit={OMIT}",

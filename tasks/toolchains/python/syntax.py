@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import sys
 import tokenize
 from collections.abc import Iterator
@@ -61,3 +62,30 @@ def mutations(path: str, text: str, lines: set[int]) -> Iterator[Mutation]:
         except SyntaxError:
             continue
         yield mutation
+
+
+_NO_COVER = re.compile(r"#\s*pragma:\s*no\s*cover", re.IGNORECASE)
+
+
+def no_cover_lines(text: str) -> set[int]:
+    """Lines marked ``# pragma: no cover``, with the block a marked ``...:`` line opens (as
+    coverage.py's default exclusion reads them)."""
+    lines = text.splitlines()
+    marked: set[int] = set()
+    n = 0
+    while n < len(lines):
+        line = lines[n]
+        if not _NO_COVER.search(line):
+            n += 1
+            continue
+        marked.add(n + 1)
+        indent = len(line) - len(line.lstrip())
+        n += 1
+        if not line.split("#", 1)[0].rstrip().endswith(":"):
+            continue
+        while n < len(lines) and (
+            not lines[n].strip() or len(lines[n]) - len(lines[n].lstrip()) > indent
+        ):
+            marked.add(n + 1)
+            n += 1
+    return marked

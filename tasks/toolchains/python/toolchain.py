@@ -148,6 +148,9 @@ class PythonPytestToolchain(Toolchain):
     def mutations(self, path: str, text: str, lines: set[int]) -> Iterator[Mutation]:
         return syntax.mutations(path, text, lines) if path.endswith(".py") else iter(())
 
+    def no_cover_lines(self, text: str) -> set[int]:
+        return syntax.no_cover_lines(text)
+
     def file_of_case(self, classname: str, project: Path) -> str | None:
         """`tests.test_mod.TestCls` -> `tests/test_mod.py` when that file exists (pytest's
         default JUnit XML names no file)."""

@@ -81,3 +81,17 @@ def syntax_ok(text: str) -> bool:
         log.warning("ruby -c failed to run: %s", exc)
         return False
     return done.returncode == 0
+
+
+def no_cover_lines(text: str) -> set[int]:
+    """Lines between a pair of ``# :nocov:`` comments, the markers included (SimpleCov's
+    default nocov token); an unclosed block runs to the end of the file."""
+    marked: set[int] = set()
+    inside = False
+    for n, line in enumerate(text.splitlines(), start=1):
+        toggle = line.strip().startswith("#") and line.strip().lstrip("#").strip() == ":nocov:"
+        if toggle or inside:
+            marked.add(n)
+        if toggle:
+            inside = not inside
+    return marked

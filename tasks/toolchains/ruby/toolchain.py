@@ -117,5 +117,8 @@ class RubyRspecToolchain(Toolchain):
     def mutations(self, path: str, text: str, lines: set[int]) -> Iterator[Mutation]:
         return syntax.mutations(path, text, lines) if path.endswith(".rb") else iter(())
 
+    def no_cover_lines(self, text: str) -> set[int]:
+        return syntax.no_cover_lines(text)
+
     def mutant_ok(self, text: str) -> bool:
         return syntax.syntax_ok(text)

@@ -48,6 +48,7 @@ FILE_KEYS = {
     "coverage_after",
     "judge_score",
     "static_score",
+    "mutation_score",  # an addition (issue 15)
     "tokens",
 }
 TOP_KEYS = {"run_id", "repo", "base_commit", "branch", "archive_uri", "model_calls", "tokens"}

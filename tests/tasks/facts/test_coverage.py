@@ -184,9 +184,14 @@ def test_simplecov_old_array_format_reads_the_same(rb_project: Path, tmp_path: P
     old_file = tmp_path / "old.json"
     old_file.write_text(json.dumps(old))
     assert detect_format(old_file) == "simplecov"
-    assert parse_coverage(old_file, rb_project) == parse_coverage(
-        rb_project / "coverage/.resultset.json", rb_project
-    )
+    # The old format has lines only: the same line figures, no branches (issue 15).
+    branch_fields = {"branches", "covered_branches", "partial_lines"}
+    lines_old = {k: v.model_dump() for k, v in parse_coverage(old_file, rb_project).items()}
+    new_cov = parse_coverage(rb_project / "coverage/.resultset.json", rb_project)
+    lines_new = {k: v.model_dump(exclude=branch_fields) for k, v in new_cov.items()}
+    assert {k: {f: v[f] for f in lines_new[k]} for k, v in lines_old.items()} == lines_new
+    assert all(v["branches"] is None for v in lines_old.values())
+    assert any(v.branches for v in new_cov.values())  # the new format carries them
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@ from __future__ import annotations
 from tasks.core.config import GateSettings
 from tasks.core.types import FileCoverage, Finding, LintOffense, StaticVerdict, TestCaseResult
 from tasks.core.types import ValidationResult as VR
-from tasks.generate.gates import Evidence, evaluate, execution
+from tasks.generate.gates import Evidence, coverage_ceiling, evaluate, execution
 
 SETTINGS = GateSettings(min_coverage=0.9, min_coverage_gain=0.2, min_judge=0.7, flaky_runs=2)
 
@@ -85,9 +85,51 @@ def test_coverage_threshold_and_gain() -> None:
     d = evaluate(_evidence(validation=low), SETTINGS)
     assert d.gate == "coverage"
     assert d.reasons[1] == "uncovered lines: 3, 4, 7, 8, 9"
-    # 50% from a 20% baseline is a gain of 0.3 >= 0.2: accepted on gain.
-    assert evaluate(_evidence(validation=low, coverage_before=0.2), SETTINGS).accepted
-    assert evaluate(_evidence(validation=low, coverage_before=0.4), SETTINGS).gate == "coverage"
+    # 50% from a 20% baseline is a gain of 0.3 >= 0.2: accepted on gain, for a file with specs.
+    had = {"had_specs": True}
+    assert evaluate(_evidence(validation=low, coverage_before=0.2, **had), SETTINGS).accepted
+    gained = evaluate(_evidence(validation=low, coverage_before=0.4, **had), SETTINGS)
+    assert gained.gate == "coverage"
+    assert gained.reasons[0] == "coverage 50% < 90% (baseline 40%, gain below 20%)"
+
+
+def test_an_untested_file_must_reach_min_coverage_whatever_its_gain() -> None:
+    low = _ok(covered=4, uncovered=[16, 17, 18, 19, 20, 21])
+    d = evaluate(_evidence(validation=low, coverage_before=0.0), SETTINGS)
+    assert d.gate == "coverage"
+    assert d.reasons == ["coverage 40% < 90%", "uncovered lines: 16, 17, 18, 19, 20, 21"]
+
+
+def test_lines_marked_no_cover_lower_the_required_coverage_to_the_files_ceiling() -> None:
+    # 10 executable lines, 2 of them marked as reachable by no test and still counted.
+    low = _ok(covered=8, uncovered=[9, 10])
+    assert evaluate(_evidence(validation=low, no_cover=[9, 10]), SETTINGS).accepted
+    assert coverage_ceiling(low.coverage, [9, 10]) == 0.8  # type: ignore[arg-type]
+    # A marked line that was covered or excluded by the tool does not lower the ceiling.
+    assert coverage_ceiling(low.coverage, [1, 2]) == 1.0  # type: ignore[arg-type]
+    worse = _ok(covered=7, uncovered=[3, 9, 10])
+    d = evaluate(_evidence(validation=worse, no_cover=[9, 10]), SETTINGS)
+    assert d.gate == "coverage"
+    assert d.reasons[0].startswith("coverage 70% < 80% (the file's ceiling")
+    assert d.reasons[1] == "uncovered lines: 3"
+
+
+def test_branch_coverage_is_reported_never_gated() -> None:
+    cov = FileCoverage(
+        path="a.py",
+        executable_lines=10,
+        covered_lines=5,
+        uncovered_lines=[6, 7, 8, 9, 10],
+        branches=4,
+        covered_branches=1,
+        partial_lines=[3],
+    )
+    d = evaluate(_evidence(validation=_ok().model_copy(update={"coverage": cov})), SETTINGS)
+    assert d.reasons[2] == "branches: 1/4 taken; lines with a branch never taken: 3"
+    full = cov.model_copy(update={"covered_lines": 10, "uncovered_lines": []})
+    assert evaluate(
+        _evidence(validation=_ok().model_copy(update={"coverage": full})), SETTINGS
+    ).accepted
 
 
 def test_static_forbidden_rule_rejects_but_other_findings_do_not() -> None:
@@ -114,6 +156,7 @@ def test_the_decision_lists_every_gate_run_in_order() -> None:
         "coverage",
         "static",
         "judge",
+        "mutation",
     ]
     assert all(r.passed for r in d.results) and d.gate is None and d.reasons == []
     low = evaluate(_evidence(validation=_ok(covered=5), coverage_before=0.5), SETTINGS)
@@ -126,3 +169,15 @@ def test_the_decision_lists_every_gate_run_in_order() -> None:
 def test_a_shared_support_file_that_breaks_the_suite_fails_the_pass_gate() -> None:
     d = evaluate(_evidence(shared_breaks=["changed shared file(s) x break other specs"]), SETTINGS)
     assert (d.gate, d.reasons) == ("pass", ["changed shared file(s) x break other specs"])
+
+
+def test_mutation_gate_is_off_by_default_and_gates_when_set() -> None:
+    weak = {"mutation_score": 0.4, "mutants": (4, 10)}
+    assert evaluate(_evidence(**weak), SETTINGS).accepted  # off: reported, never decides
+    strict = SETTINGS.model_copy(update={"min_mutation": 0.6})
+    d = evaluate(_evidence(**weak), strict)
+    assert d.gate == "mutation"
+    assert d.reasons == ["mutation score 0.40 < 0.60 (6 of 10 mutants survived)"]
+    assert evaluate(_evidence(mutation_score=0.6, mutants=(6, 10)), strict).accepted
+    # No mutant could be made: nothing to gate on.
+    assert evaluate(_evidence(mutation_score=None), strict).accepted

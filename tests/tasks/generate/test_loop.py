@@ -203,7 +203,8 @@ def test_low_judge_score_rejects_with_what_is_missing(
     mistral_server.add(Rule(schema_name="judge_verdict", replies=[json.dumps(verdict)]))
     mistral_server.add(Rule(replies=[files_reply(GOOD)]))
 
-    outcome = _run(project, mistral_server, _settings())
+    # One round only: no round is left for the judge's feedback (test_quality_loops has them).
+    outcome = _run(project, mistral_server, _settings(), iterations=1)
 
     assert outcome.verdict == "rejected" and outcome.gate == "judge"
     assert outcome.reasons[0] == "judge score 0.40 < 0.70"

@@ -22,6 +22,8 @@ else
     NON_SOURCE = %r{\A/(spec|test|features|config|db|vendor|tmp|log|coverage|bin|\.[^/]+)/}.freeze
 
     def self.enforce!
+      # Branch coverage beside lines (SimpleCov 0.18+), read by the toolchain where present.
+      SimpleCov.enable_coverage(:branch) if SimpleCov.respond_to?(:enable_coverage) && !running?
       SimpleCov.coverage_dir(ENV.fetch("AUTOPILOT_COVERAGE_DIR", "coverage"))
       SimpleCov.command_name(ENV.fetch("AUTOPILOT_COVERAGE_NAME", "autopilot-#{Process.pid}"))
       track = ENV.fetch("AUTOPILOT_TRACK_FILES", "{app,lib}/**/*.rb")
@@ -34,6 +36,10 @@ else
       SimpleCov.add_filter { |src| NON_SOURCE.match?(src.filename.delete_prefix(SimpleCov.root)) }
       SimpleCov.formatter(NullFormatter)
       SimpleCov.print_error_status = false
+    end
+
+    def self.running?
+      SimpleCov.respond_to?(:running) && SimpleCov.running
     end
 
     # The resultset is all the toolchain reads: skip the HTML report.

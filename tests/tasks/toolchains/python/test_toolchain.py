@@ -281,3 +281,25 @@ def test_tests_run_with_the_configured_interpreter(inv: Path, tmp_path: Path) ->
     assert result.coverage is not None  # coverage ran under it too
     # Another interpreter is another validation: the outcome cache must not mix them.
     assert chain.config_digest(inv) != TC.config_digest(inv)
+
+
+@pytest.mark.slow
+def test_branch_coverage_is_measured_and_partial_lines_named(inv: Path) -> None:
+    # load_csv with valid text: `if missing:` (line 19) never takes its true branch.
+    write(
+        inv,
+        "tests/test_csv_branches.py",
+        "from inventory.csv_import import load_csv\n\n\n"
+        "def test_loads_one_row():\n"
+        '    stock = load_csv("sku,name,price_cents,quantity\\nA1,Apple,150,3\\n")\n'
+        '    assert stock.levels == {"A1": 3}\n',
+    )
+    result = TC.run_specs(
+        inv, ["tests/test_csv_branches.py"], "src/inventory/csv_import.py", runner_for(inv)
+    )
+    assert result.passed, result
+    cov = result.coverage
+    assert cov is not None and cov.branches is not None and cov.covered_branches is not None
+    assert 0 < cov.covered_branches < cov.branches
+    assert 19 in cov.partial_lines
+    assert not set(cov.partial_lines) & set(cov.uncovered_lines)

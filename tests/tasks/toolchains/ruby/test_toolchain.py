@@ -363,3 +363,36 @@ def test_rubocop_config_is_found_where_rubocop_finds_it(tmp_path: Path) -> None:
     (app / "spec" / ".rubocop.yml").write_text("AllCops: {}\n")  # the spec tree's own
     assert has_rubocop_config(app, ["spec/models/a_spec.rb"])
     assert not has_rubocop_config(app, ["lib/x.rb"])
+
+
+ORDER_PAY_SPEC = """\
+# frozen_string_literal: true
+
+require "rails_helper"
+
+RSpec.describe Order, type: :model do
+  it "pays a pending order" do
+    customer = Customer.create!(name: "Ada", email: "ada@example.com")
+    product = Product.create!(name: "Lamp", price_cents: 1000, stock: 3)
+    order = Order.create!(customer: customer, product: product, quantity: 1,
+                          total_cents: 1000, status: "pending")
+    order.pay!
+    expect(order.reload.status).to eq("paid")
+  end
+end
+"""
+
+
+@pytest.mark.slow
+def test_simplecov_branch_coverage_names_the_branch_never_taken(shop: Path) -> None:
+    # pay! runs only on a pending order: its `unless` (line 17) never raises; cancel! never runs.
+    write(shop, "spec/models/order_pay_spec.rb", ORDER_PAY_SPEC)
+    result = TC.run_specs(
+        shop, ["spec/models/order_pay_spec.rb"], "app/models/order.rb", runner_for(shop)
+    )
+    assert result.passed, result
+    cov = result.coverage
+    assert cov is not None and cov.branches is not None and cov.covered_branches is not None
+    assert 0 < cov.covered_branches < cov.branches
+    assert 17 in cov.partial_lines
+    assert 23 in cov.uncovered_lines and 23 not in cov.partial_lines
