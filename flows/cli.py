@@ -253,6 +253,28 @@ def eval_(
     )
 
 
+config_app = typer.Typer(help="The effective settings.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+def config_show(
+    repo: Annotated[
+        Path | None,
+        typer.Option("--repo", help="Repository whose autopilot.toml is read.", resolve_path=True),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="NAME=VALUE, as an option would set it (repeatable)."),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Every setting's effective value (secrets masked) and where it came from."""
+    from flows.commands.config import run
+
+    raise typer.Exit(run(repo, set_ or [], json_out))
+
+
 def _verbose(ctx: typer.Context) -> int:
     """How many -v were given (0: quiet; 1: progress; 2: HTTP client detail too)."""
     root = ctx.find_root()
