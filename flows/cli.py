@@ -8,6 +8,7 @@ Commands import their machinery lazily so that `parse` and `map` never import Pr
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -34,14 +35,41 @@ RepoOpt = Annotated[
 
 def _setup_logging(verbose: int) -> None:
     """-v: our progress (INFO); -vv: debug, with the HTTP clients' requests; -vvv: all."""
+    from flows.commands.render import LOG_DATEFMT, LOG_FORMAT
+
     logging.basicConfig(
         level=logging.DEBUG if verbose >= 2 else logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
+        format=LOG_FORMAT,
+        datefmt=LOG_DATEFMT,
         stream=sys.stderr,
     )
     from flows.runtime import quiet_transport_loggers
 
     quiet_transport_loggers(verbose)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("test-autopilot")
+        except PackageNotFoundError:
+            number = "unknown (not installed)"
+        print(f"autopilot {number}")
+        raise typer.Exit(0)
+
+
+#: The verbosity flags, accepted anywhere before ``--`` (moved before the command).
+_VERBOSE = re.compile(r"-v+|--verbose")
+
+
+def hoist_verbose(args: list[str]) -> list[str]:
+    """`args` with every -v, -vv... or --verbose moved to the front, where the root option
+    is read: ``autopilot nightly --repo . -v`` then means ``autopilot -v nightly --repo .``."""
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if _VERBOSE.fullmatch(a)]
+    return flags + [a for a in args[:end] if not _VERBOSE.fullmatch(a)] + args[end:]
 
 
 @app.callback()
@@ -52,9 +80,16 @@ def _root(
             "--verbose",
             "-v",
             count=True,
-            help="Log progress; -vv adds HTTP requests, -vvv every library's debug output.",
+            help="Log progress; -vv adds HTTP requests, -vvv every library's debug output "
+            "(before or after the command).",
         ),
     ] = 0,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     _setup_logging(verbose)
 
@@ -286,7 +321,7 @@ def main() -> None:
     from tasks.core.errors import AutopilotError
 
     try:
-        app()
+        app(args=hoist_verbose(sys.argv[1:]))
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

@@ -37,6 +37,7 @@ from prefect.futures import as_completed
 
 from flows.audit import artifact_key, check_specs, map_sources, run_name
 from flows.inputs import nightly_settings
+from flows.progress import finished, started
 from flows.runtime import with_shared_model_limit
 from tasks.audit.baseline import run_baseline
 from tasks.audit.report import AuditReport, suite_report
@@ -185,6 +186,7 @@ def _run_targets(
             target = futures[future].target
             outcome = failed(target, f"{target.source}: task failed: {type(exc).__name__}: {exc}")
         by_source[outcome.source] = outcome
+        finished(outcome.source, outcome.verdict, done, len(futures))
         update_progress_artifact(progress, 100.0 * done / len(futures))
     return [by_source[t.source] for t in targets]
 
@@ -229,6 +231,7 @@ def nightly(
     """
     from prefect.runtime import flow_run
 
+    started("nightly")
     path = Path(repo).resolve()
     settings = with_shared_model_limit(
         nightly_settings(path, min_coverage, min_judge), shared_model_limit

@@ -21,15 +21,23 @@ import logging
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+from uuid import UUID
 
 from prefect import flow, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.audit import artifact_key, run_name
 from flows.inputs import repair_settings
+from flows.progress import finished, started
 from flows.runtime import with_shared_model_limit
 from tasks.core.config import Settings
 from tasks.core.errors import ArchiveError, AutopilotError, BadInputError
@@ -143,6 +151,7 @@ def post_merge(
     """
     from prefect.runtime import flow_run
 
+    started("post-merge")
     path = Path(repo).resolve()
     settings = with_shared_model_limit(
         repair_settings(path, max_retries, human_timeout, archive), None
@@ -174,7 +183,7 @@ def post_merge(
             elif state.groups and client is not None:
                 failing = [t for g in state.groups for t in g.group.tests]
                 env = RepairEnv(client, settings, root, sub, commit, chain, project, failing)
-                _repair_groups(state, env, saver, human_poll_s)
+                _repair_groups(state, env, saver, human_poll_s, path.name)
     finally:
         if client is not None:
             # Every model call: role, model, prompt name/version/hash, tokens, latency, retries.
@@ -245,7 +254,9 @@ def _resumed_state(archive: Archive, run_id: str) -> RepairState:
         raise BadInputError(f"cannot resume run {run_id}: {exc}") from None
 
 
-def _repair_groups(state: RepairState, env: RepairEnv, saver: _Saver, human_poll_s: int) -> None:
+def _repair_groups(
+    state: RepairState, env: RepairEnv, saver: _Saver, human_poll_s: int, name: str
+) -> None:
     """Every group in parallel, then the hand-offs one by one, then the fix branch.
 
     The human timeout bounds the whole wait, not each hand-off: ten groups needing a person
@@ -253,10 +264,8 @@ def _repair_groups(state: RepairState, env: RepairEnv, saver: _Saver, human_poll
     """
     # Groups a person already decided (a resumed run) stay as they are.
     open_groups = [g for g in state.groups if g.outcome is None]
-    futures = {g.group.id: repair_group.submit(g, env, saver) for g in open_groups}
-    state.groups = [
-        futures[g.group.id].result() if g.group.id in futures else g for g in state.groups
-    ]
+    done = _gathered([repair_group.submit(g, env, saver) for g in open_groups], name)
+    state.groups = [done.get(g.group.id, g) for g in state.groups]
     saver.run(state, "repaired")
     deadline = time.monotonic() + env.settings.repair.human_timeout_s
     for g in state.groups:
@@ -273,6 +282,23 @@ def _repair_groups(state: RepairState, env: RepairEnv, saver: _Saver, human_poll
             if g.final_patch and g.outcome is None:
                 g.outcome = "needs_human"
                 g.reasons.append(f"could not commit the fix: {exc}")
+
+
+def _gathered(futures: list[Any], name: str) -> dict[str, GroupState]:
+    """The groups as they finish: a progress artifact (like the nightly's) and a line each."""
+    progress = cast(
+        UUID,
+        create_progress_artifact(
+            0.0, key=artifact_key("post-merge-progress", name), description="Groups finished"
+        ),
+    )
+    groups: dict[str, GroupState] = {}
+    for done, future in enumerate(as_completed(futures), start=1):
+        g: GroupState = future.result()
+        groups[g.group.id] = g
+        finished(g.group.id, g.outcome or f"next: {g.step}", done, len(futures))
+        update_progress_artifact(progress, 100.0 * done / len(futures))
+    return groups
 
 
 def _artifacts(state: RepairState, name: str) -> None:

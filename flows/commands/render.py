@@ -8,9 +8,12 @@ Cells are plain text, never markup (file names come from repositories and may ho
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -101,3 +104,63 @@ def print_lines(*lines: str, stream: IO[str] | None = None) -> None:
     for line in lines:
         out.write(line + "\n")
     out.flush()
+
+
+#: Log lines on stderr: a timestamp, the level, the logger, the message.
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LOG_DATEFMT = "%Y-%m-%dT%H:%M:%S"
+
+
+class _LineHandler(logging.Handler):
+    """Progress as lines on stderr: the run's URL, then one line per finished item."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
+        sys.stderr.write(f"{stamp} {record.getMessage()}\n")
+        sys.stderr.flush()
+
+
+class _BarHandler(logging.Handler):
+    """Progress in a terminal: the URL printed once, then a rich progress bar."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=Console(file=sys.stderr),
+            transient=False,
+        )
+        self.task: Any = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        info = getattr(record, "progress", {}) or {}
+        if "done" not in info:
+            self.bar.console.print(record.getMessage(), markup=False, highlight=False)
+            return
+        if self.task is None:
+            self.bar.start()
+            self.task = self.bar.add_task("files", total=info["total"])
+        self.bar.update(self.task, completed=info["done"], description=str(info.get("item", "")))
+
+
+@contextmanager
+def progress_on_stderr() -> Iterator[None]:
+    """Show the ``autopilot.progress`` records on stderr while the block runs (a bar in a
+    terminal, a line per record anywhere else); stdout stays the result's."""
+    logger = logging.getLogger("autopilot.progress")
+    handler: logging.Handler = _BarHandler() if is_terminal(sys.stderr) else _LineHandler()
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    old_propagate, logger.propagate = logger.propagate, False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = old_propagate
+        if isinstance(handler, _BarHandler) and handler.task is not None:
+            handler.bar.stop()
