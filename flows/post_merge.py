@@ -37,6 +37,13 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.audit import artifact_key, run_name
 from flows.inputs import repair_settings
+from flows.limits import (
+    INFRA_RETRIES,
+    INFRA_RETRY_DELAY_S,
+    group_time_limit,
+    retry_on_infrastructure,
+    task_options,
+)
 from flows.progress import finished, started
 from flows.runtime import with_shared_model_limit
 from tasks.core.config import Settings
@@ -109,7 +116,15 @@ def scout(
     return cases, [], problem
 
 
-@task(name="repair-group", task_run_name="repair {state.group.id}", cache_policy=NO_CACHE)
+@task(
+    name="repair-group",
+    task_run_name="repair {state.group.id}",
+    cache_policy=NO_CACHE,
+    # The time limit is the run's (flows/limits.py), given at submit.
+    retries=INFRA_RETRIES,
+    retry_delay_seconds=INFRA_RETRY_DELAY_S,
+    retry_condition_fn=retry_on_infrastructure,
+)
 def repair_group(state: GroupState, env: RepairEnv, saver: _Saver) -> GroupState:
     """One group's loop until done or a person is needed (never raises for a tool failure)."""
     return run_group(state, env, saver.group)
@@ -264,7 +279,8 @@ def _repair_groups(
     """
     # Groups a person already decided (a resumed run) stay as they are.
     open_groups = [g for g in state.groups if g.outcome is None]
-    done = _gathered([repair_group.submit(g, env, saver) for g in open_groups], name)
+    task = repair_group.with_options(**task_options(group_time_limit(env.settings)))
+    done = _gathered([task.submit(g, env, saver) for g in open_groups], name)
     state.groups = [done.get(g.group.id, g) for g in state.groups]
     saver.run(state, "repaired")
     deadline = time.monotonic() + env.settings.repair.human_timeout_s
