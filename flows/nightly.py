@@ -45,7 +45,7 @@ from flows.limits import (
     task_options,
 )
 from flows.progress import finished, started
-from flows.runtime import with_shared_model_limit
+from flows.runtime import collect_logs, with_shared_model_limit
 from tasks.audit.baseline import run_baseline
 from tasks.audit.report import AuditReport, suite_report
 from tasks.core.config import Settings
@@ -251,6 +251,7 @@ def nightly(
     """
     from prefect.runtime import flow_run
 
+    collect_logs()
     started("nightly")
     path = Path(repo).resolve()
     settings = with_shared_model_limit(

@@ -45,7 +45,7 @@ from flows.limits import (
     task_options,
 )
 from flows.progress import finished, started
-from flows.runtime import with_shared_model_limit
+from flows.runtime import collect_logs, with_shared_model_limit
 from tasks.core.config import Settings
 from tasks.core.errors import ArchiveError, AutopilotError, BadInputError
 from tasks.core.types import Mapping, SuiteProblem, TestCaseResult
@@ -166,6 +166,7 @@ def post_merge(
     """
     from prefect.runtime import flow_run
 
+    collect_logs()
     started("post-merge")
     path = Path(repo).resolve()
     settings = with_shared_model_limit(
