@@ -288,6 +288,19 @@ def eval_(
     )
 
 
+@app.command()
+def demo(
+    ctx: typer.Context,
+    example: Annotated[
+        Path, typer.Option("--example", help="The bundled Rails example.", resolve_path=True)
+    ] = Path("examples/rails_shop"),
+) -> None:
+    """The nightly on the bundled Rails example (the scripted demo model when none is set)."""
+    from flows.commands.demo import run
+
+    raise typer.Exit(run(example, verbose=_verbose(ctx)))
+
+
 config_app = typer.Typer(help="The effective settings.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 
