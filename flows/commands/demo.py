@@ -17,13 +17,14 @@ from pathlib import Path
 
 from flows.commands.nightly import _print_table
 from flows.commands.render import print_lines, progress_on_stderr
+from flows.demo.replies import CUSTOMER, SERIALIZER
 from tasks.core.config import load_settings
 from tasks.core.errors import AutopilotError
 from tasks.core.types import Exchange
 from tasks.generate.report import NightlyReport
 
 #: The two files the demo works on: one accepted after a fix round, one rejected by the judge.
-TARGETS = ["app/models/customer.rb", "app/serializers/order_serializer.rb"]
+TARGETS = [CUSTOMER, SERIALIZER]
 
 
 @contextmanager

@@ -5,5 +5,5 @@ Mistral-compatible server on loopback whose replies were written for examples/ra
 ``MISTRAL_API_KEY`` or ``AUTOPILOT_MODEL_URL`` set it runs the real model. The example is copied
 into ``$AUTOPILOT_HOME/demo`` first: the checkout it ships in is never touched.
 
-May import: flows, tasks.core, tasks.generate.report (as the nightly command does).
+May import: tasks.core (the command that runs it lives in flows/commands/demo.py).
 """

@@ -157,8 +157,8 @@ def settings_markdown() -> str:
     lines = [
         "# Settings",
         "",
-        "<!-- Generated from tasks/core/config.py by `python -m tasks.core.settings_view`;",
-        "     tests/tasks/core/test_settings_view.py keeps it current. Do not edit by hand. -->",
+        "<!-- Generated from the Settings model (tasks.core.config) by the module",
+        "     tasks.core.settings_view; a test keeps it current. Do not edit by hand. -->",
         "",
         f"Precedence, highest first: a command's option, the environment, the repository's "
         f"`{CONFIG_FILE}` (`[gates]` style tables for groups), the default. "

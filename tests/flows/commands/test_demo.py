@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 
 from flows.commands.demo import run
 from flows.demo.replies import CUSTOMER_SPEC, SERIALIZER, answer
 from tests.paths import REPO_ROOT
+
+
+async def _tags(flow_run_id: str) -> list[str]:
+    from prefect.client.orchestration import get_client
+
+    async with get_client() as client:
+        return list((await client.read_flow_run(UUID(flow_run_id))).tags)
 
 
 def test_the_scripted_model_only_knows_the_example() -> None:
@@ -44,8 +53,9 @@ def test_demo_shows_the_whole_job_on_the_scripted_demo_model(
     assert "round 2: fix, the error fed back:" in out and "syntax error" in out
     assert "lint autocorrect rewrote the spec" in out
     lines = out.splitlines()
-    [customer] = [line for line in lines if line.startswith("app/models/customer.rb ")]
-    [serializer] = [line for line in lines if line.startswith(f"{SERIALIZER} ")]
+    table = [line for line in lines if " -> " not in line]
+    [customer] = [line for line in table if line.startswith("app/models/customer.rb ")]
+    [serializer] = [line for line in table if line.startswith(f"{SERIALIZER} ")]
     assert "accepted" in customer and "rejected" in serializer and "judge" in serializer
     assert any("coverage ok" in line and "-> accepted" in line for line in lines), out
     assert any("judge FAILED -> rejected" in line for line in lines), out
@@ -62,6 +72,8 @@ def test_demo_shows_the_whole_job_on_the_scripted_demo_model(
     keys = {o["key"] for o in manifest["objects"]}
     assert "files/app__models__customer.rb/round-2-fix-prompt.md" in keys
     assert "prefect server start" in look[2]  # no UI here: how to get one
+    # Labelled in the UI too: the flow run's tags.
+    assert "scripted-demo-model" in asyncio.run(_tags(archive.name))
     # The checkout the example ships in got no branch.
     after = subprocess.run(
         ["git", "-C", str(REPO_ROOT), "branch", "--list"], capture_output=True, text=True
