@@ -1,9 +1,10 @@
 """The one way a command prints a table, and progress on stderr.
 
-In a terminal a table is a rich table whose path columns never wrap. Anywhere else (a CI log,
-a pipe, a file) it is plain text: one line per row, each column as wide as its widest cell, so a
-path is never folded whatever the width of the log. Rich is imported only for a terminal.
-Cells are plain text, never markup (file names come from repositories and may hold "[").
+In a terminal a table is a rich table whose path columns never wrap (or the plain layout when it
+would not fit the terminal's width). Anywhere else (a CI log, a pipe, a file) it is plain text:
+one line per row, each column as wide as its widest cell, so a path is never folded whatever the
+width of the log. Rich is imported only for a terminal. Cells are plain text, never markup (file
+names come from repositories and may hold "[").
 """
 
 from __future__ import annotations
@@ -72,13 +73,21 @@ def print_table(
 ) -> None:
     """Print a table on `stream` (stdout): rich in a terminal, :func:`plain_table` elsewhere."""
     out = stream or sys.stdout
+    plain = plain_table(title, columns, rows)
     if not is_terminal(out):
-        out.write(plain_table(title, columns, rows))
+        out.write(plain)
         out.flush()
         return
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    console = Console(file=out)
+    # Borders and padding: 3 columns per cell; wider than the terminal, a path would be cut.
+    if max(len(line) for line in plain.splitlines()) + 3 * len(columns) + 1 > console.width:
+        out.write(plain)
+        out.flush()
+        return
 
     table = Table(title=title or None)
     for c in columns:
@@ -95,7 +104,7 @@ def print_table(
                 for c, v in zip(columns, row, strict=True)
             )
         )
-    Console(file=out).print(table)
+    console.print(table)
 
 
 def print_lines(*lines: str, stream: IO[str] | None = None) -> None:

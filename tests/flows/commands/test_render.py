@@ -7,6 +7,7 @@ log would receive them; `map` also through the real console script at COLUMNS=80
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -177,3 +178,21 @@ def test_progress_is_a_line_per_finished_file_on_stderr(
     assert "no Prefect UI" in lines[0]  # no run and no server here: said, not a broken URL
     assert re.fullmatch(rf"\d\d:\d\d:\d\d \[1/2\] {DEEP}app/models/order\.rb: accepted", lines[1])
     assert lines[2].endswith("[2/2] app/models/[odd].rb: rejected")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_in_a_narrow_terminal_a_long_path_is_never_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.commands.render import print_table
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERM", "xterm")
+    columns = [Column("file", path=True), Column("n")]
+    wide, narrow = _Terminal(), _Terminal()
+    print_table("t", columns, [[DEEP + "app/models/order.rb", 1]], stream=wide)
+    print_table("t", columns, [["app/models/order.rb", 1]], stream=narrow)
+    assert wide.getvalue() == plain_table("t", columns, [[DEEP + "app/models/order.rb", 1]])
+    assert "┃" in narrow.getvalue() and "app/models/order.rb" in narrow.getvalue()
