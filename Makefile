@@ -16,7 +16,7 @@ $(SETUP_STAMP): pyproject.toml uv.lock scripts/setup.sh toolchains/node/package-
 	touch $(SETUP_STAMP)
 
 demo: setup
-	$(VENV)/bin/autopilot nightly --repo examples/rails_shop
+	$(VENV)/bin/autopilot demo --example examples/rails_shop
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -95,6 +95,9 @@ def _audit_run_name() -> str:
 )
 def audit(repo: str, ref: str = "HEAD") -> AuditReport:
     """Audit the tests of `repo` at `ref`: mapping, coverage, lint, static rubric, pass/fail."""
+    from flows.runtime import collect_logs
+
+    collect_logs()
     report = audit_repo(Path(repo), ref, PrefectSteps())
     key = artifact_key("audit", Path(repo).resolve().name)
     name = Path(repo).resolve().name

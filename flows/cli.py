@@ -8,6 +8,7 @@ Commands import their machinery lazily so that `parse` and `map` never import Pr
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -34,14 +35,41 @@ RepoOpt = Annotated[
 
 def _setup_logging(verbose: int) -> None:
     """-v: our progress (INFO); -vv: debug, with the HTTP clients' requests; -vvv: all."""
+    from flows.commands.render import LOG_DATEFMT, LOG_FORMAT
+
     logging.basicConfig(
         level=logging.DEBUG if verbose >= 2 else logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
+        format=LOG_FORMAT,
+        datefmt=LOG_DATEFMT,
         stream=sys.stderr,
     )
     from flows.runtime import quiet_transport_loggers
 
     quiet_transport_loggers(verbose)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("test-autopilot")
+        except PackageNotFoundError:
+            number = "unknown (not installed)"
+        print(f"autopilot {number}")
+        raise typer.Exit(0)
+
+
+#: The verbosity flags, accepted anywhere before ``--`` (moved before the command).
+_VERBOSE = re.compile(r"-v+|--verbose")
+
+
+def hoist_verbose(args: list[str]) -> list[str]:
+    """`args` with every -v, -vv... or --verbose moved to the front, where the root option
+    is read: ``autopilot nightly --repo . -v`` then means ``autopilot -v nightly --repo .``."""
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if _VERBOSE.fullmatch(a)]
+    return flags + [a for a in args[:end] if not _VERBOSE.fullmatch(a)] + args[end:]
 
 
 @app.callback()
@@ -52,9 +80,16 @@ def _root(
             "--verbose",
             "-v",
             count=True,
-            help="Log progress; -vv adds HTTP requests, -vvv every library's debug output.",
+            help="Log progress; -vv adds HTTP requests, -vvv every library's debug output "
+            "(before or after the command).",
         ),
     ] = 0,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     _setup_logging(verbose)
 
@@ -270,6 +305,41 @@ def eval_(
     )
 
 
+@app.command()
+def demo(
+    ctx: typer.Context,
+    example: Annotated[
+        Path, typer.Option("--example", help="The bundled Rails example.", resolve_path=True)
+    ] = Path("examples/rails_shop"),
+) -> None:
+    """The nightly on the bundled Rails example (the scripted demo model when none is set)."""
+    from flows.commands.demo import run
+
+    raise typer.Exit(run(example, verbose=_verbose(ctx)))
+
+
+config_app = typer.Typer(help="The effective settings.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+def config_show(
+    repo: Annotated[
+        Path | None,
+        typer.Option("--repo", help="Repository whose autopilot.toml is read.", resolve_path=True),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="NAME=VALUE, as an option would set it (repeatable)."),
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Every setting's effective value (secrets masked) and where it came from."""
+    from flows.commands.config import run
+
+    raise typer.Exit(run(repo, set_ or [], json_out))
+
+
 def _verbose(ctx: typer.Context) -> int:
     """How many -v were given (0: quiet; 1: progress; 2: HTTP client detail too)."""
     root = ctx.find_root()
@@ -281,7 +351,7 @@ def main() -> None:
     from tasks.core.errors import AutopilotError
 
     try:
-        app()
+        app(args=hoist_verbose(sys.argv[1:]))
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

@@ -33,9 +33,11 @@ def fast_parse_args(args: list[str]) -> tuple[list[Path], bool] | None:
 def _run_parse(reports: list[Path], json_out: bool) -> int:
     import logging
 
+    from flows.commands.render import LOG_DATEFMT, LOG_FORMAT
+
     # As flows.cli's root callback does without -v.
     logging.basicConfig(
-        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        level=logging.WARNING, format=LOG_FORMAT, datefmt=LOG_DATEFMT, stream=sys.stderr
     )
     from flows.commands.parse import run
 

@@ -38,7 +38,15 @@ from prefect.futures import as_completed
 from flows.audit import artifact_key, check_specs, map_sources, run_name
 from flows.deliver import open_nightly_pr
 from flows.inputs import nightly_settings
-from flows.runtime import with_shared_model_limit
+from flows.limits import (
+    INFRA_RETRIES,
+    INFRA_RETRY_DELAY_S,
+    file_time_limit,
+    retry_on_infrastructure,
+    task_options,
+)
+from flows.progress import finished, started
+from flows.runtime import collect_logs, with_shared_model_limit
 from tasks.audit.baseline import run_baseline
 from tasks.audit.prepared import prepared_run
 from tasks.audit.report import AuditReport, suite_report
@@ -111,6 +119,10 @@ def baseline_suite(
     name="generate-tests",
     task_run_name="generate {job.target.source}",
     cache_policy=NO_CACHE,
+    # The time limit is the run's (flows/limits.py), given at submit.
+    retries=INFRA_RETRIES,
+    retry_delay_seconds=INFRA_RETRY_DELAY_S,
+    retry_condition_fn=retry_on_infrastructure,
 )
 def generate_tests(job: FileJob) -> FileOutcome:
     """One target's generate -> lint -> run -> fix loop and gates (or its stored outcome), on
@@ -198,21 +210,31 @@ def _emit_rejections(report: NightlyReport) -> None:
         )
 
 
+def _task_failure(job: FileJob, exc: Exception, limit_s: float) -> str:
+    """One line for a file whose task did not return: stopped at its limit, or crashed."""
+    if isinstance(exc, TimeoutError):
+        return f"{job.target.source}: stopped at its time limit of {limit_s:g}s (file task hung)"
+    return f"{job.target.source}: task failed: {type(exc).__name__}: {exc}"
+
+
 def _run_targets(
     jobs: list[FileJob], targets: list[Target], progress_key: str
 ) -> list[FileOutcome]:
     progress = cast(
         UUID, create_progress_artifact(0.0, key=progress_key, description="Files finished")
     )
-    futures = {generate_tests.submit(job): job for job in jobs}
+    first = jobs[0]
+    limit = file_time_limit(first.settings, first.max_iterations, first.file_time_limit_s)
+    task = generate_tests.with_options(**task_options(limit))
+    futures = {task.submit(job): job for job in jobs}
     by_source: dict[str, FileOutcome] = {}
     for done, future in enumerate(as_completed(list(futures)), start=1):
         try:
             outcome = future.result()
-        except Exception as exc:  # a crashed task (worker lost, ...) is one file's error
-            target = futures[future].target
-            outcome = failed(target, f"{target.source}: task failed: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # a crashed or stopped task is one file's error
+            outcome = failed(futures[future].target, _task_failure(futures[future], exc, limit))
         by_source[outcome.source] = outcome
+        finished(outcome.source, outcome.verdict, done, len(futures))
         update_progress_artifact(progress, 100.0 * done / len(futures))
     return [by_source[t.source] for t in targets]
 
@@ -260,6 +282,8 @@ def nightly(
     """
     from prefect.runtime import flow_run
 
+    collect_logs()
+    started("nightly")
     path = Path(repo).resolve()
     settings = with_shared_model_limit(
         nightly_settings(path, min_coverage, min_judge), shared_model_limit

@@ -23,17 +23,32 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+from uuid import UUID
 
 from prefect import flow, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.audit import artifact_key, run_name
 from flows.deliver import Delivery, deliver
 from flows.inputs import repair_settings
-from flows.runtime import with_shared_model_limit
+from flows.limits import (
+    INFRA_RETRIES,
+    INFRA_RETRY_DELAY_S,
+    group_time_limit,
+    retry_on_infrastructure,
+    task_options,
+)
+from flows.progress import finished, started
+from flows.runtime import collect_logs, with_shared_model_limit
 from tasks.audit.prepared import PreparedRun, prepared_run
 from tasks.ci_inputs import ensure_commit, fetch_reports
 from tasks.core.config import Settings
@@ -119,7 +134,15 @@ def scout(
     return cases, [], problem
 
 
-@task(name="repair-group", task_run_name="repair {state.group.id}", cache_policy=NO_CACHE)
+@task(
+    name="repair-group",
+    task_run_name="repair {state.group.id}",
+    cache_policy=NO_CACHE,
+    # The time limit is the run's (flows/limits.py), given at submit.
+    retries=INFRA_RETRIES,
+    retry_delay_seconds=INFRA_RETRY_DELAY_S,
+    retry_condition_fn=retry_on_infrastructure,
+)
 def repair_group(state: GroupState, env: RepairEnv, saver: _Saver) -> GroupState:
     """One group's loop until done or a person is needed (never raises for a tool failure), on
     its own database when the run has services."""
@@ -172,6 +195,8 @@ def post_merge(
     """
     from prefect.runtime import flow_run
 
+    collect_logs()
+    started("post-merge")
     path = Path(repo).resolve()
     settings = with_shared_model_limit(
         repair_settings(path, max_retries, human_timeout, archive), None
@@ -272,7 +297,7 @@ def _repair_in(
                     client, settings, root, run.sub, run.commit, chain, project, failing
                 )
                 env.knowledge = Knowledge.load(archive_root)
-                _repair_groups(state, env, saver, run.human_poll_s)
+                _repair_groups(state, env, saver, run.human_poll_s, path.name)
     return state
 
 
@@ -368,7 +393,9 @@ def _resumed_state(archive: Archive, run_id: str) -> RepairState:
         raise BadInputError(f"cannot resume run {run_id}: {exc}") from None
 
 
-def _repair_groups(state: RepairState, env: RepairEnv, saver: _Saver, human_poll_s: int) -> None:
+def _repair_groups(
+    state: RepairState, env: RepairEnv, saver: _Saver, human_poll_s: int, name: str
+) -> None:
     """Every group in parallel, then the hand-offs one by one, then the fix branch.
 
     The human timeout bounds the whole wait, not each hand-off: ten groups needing a person
@@ -376,10 +403,9 @@ def _repair_groups(state: RepairState, env: RepairEnv, saver: _Saver, human_poll
     """
     # Groups a person already decided (a resumed run) stay as they are.
     open_groups = [g for g in state.groups if g.outcome is None]
-    futures = {g.group.id: repair_group.submit(g, env, saver) for g in open_groups}
-    state.groups = [
-        futures[g.group.id].result() if g.group.id in futures else g for g in state.groups
-    ]
+    task = repair_group.with_options(**task_options(group_time_limit(env.settings)))
+    done = _gathered([task.submit(g, env, saver) for g in open_groups], name)
+    state.groups = [done.get(g.group.id, g) for g in state.groups]
     saver.run(state, "repaired")
     deadline = time.monotonic() + env.settings.repair.human_timeout_s
     for g in state.groups:
@@ -396,6 +422,23 @@ def _repair_groups(state: RepairState, env: RepairEnv, saver: _Saver, human_poll
             if g.final_patch and g.outcome is None:
                 g.outcome = "needs_human"
                 g.reasons.append(f"could not commit the fix: {exc}")
+
+
+def _gathered(futures: list[Any], name: str) -> dict[str, GroupState]:
+    """The groups as they finish: a progress artifact (like the nightly's) and a line each."""
+    progress = cast(
+        UUID,
+        create_progress_artifact(
+            0.0, key=artifact_key("post-merge-progress", name), description="Groups finished"
+        ),
+    )
+    groups: dict[str, GroupState] = {}
+    for done, future in enumerate(as_completed(futures), start=1):
+        g: GroupState = future.result()
+        groups[g.group.id] = g
+        finished(g.group.id, g.outcome or f"next: {g.step}", done, len(futures))
+        update_progress_artifact(progress, 100.0 * done / len(futures))
+    return groups
 
 
 def _artifacts(state: RepairState, name: str) -> None:

@@ -76,7 +76,18 @@ def flow_runtime(verbose: bool | int = False) -> Iterator[None]:
             logging.getLogger(name).setLevel(level)
         # Prefect's logging set-up (on import) may have lowered them again.
         quiet_transport_loggers(int(verbose))
-        yield
+        task_runs = logging.getLogger("prefect.task_runs")
+        task_runs.addFilter(_thread_timeout_notice)
+        try:
+            yield
+        finally:
+            task_runs.removeFilter(_thread_timeout_notice)
+
+
+def _thread_timeout_notice(record: logging.LogRecord) -> bool:
+    """Drop Prefect's notice, once per task run, that a worker thread's timeout cannot interrupt
+    a blocking call: the sandbox waits in short slices (tasks/sandbox/proc.py), so it does."""
+    return not str(record.msg).startswith("Timeout of ")
 
 
 SHARED_MODEL_LIMIT = "autopilot-model-calls"
@@ -117,3 +128,38 @@ def with_shared_model_limit(settings: Settings, name: str | None) -> Settings:
     log.info("model calls share the global concurrency limit %s (%d slots)", name, slots)
     model = settings.model.model_copy(update={"shared_limit": name})
     return settings.model_copy(update={"model": model})
+
+
+#: Our loggers whose records belong in the Prefect run logs (the UI's Logs tab).
+OUR_LOGGERS = ("tasks", "judge", "flows", "autopilot")
+
+
+def collect_logs() -> None:
+    """Send every record of our loggers made inside a flow or task run to the run's logs in
+    Prefect, as ``PREFECT_LOGGING_EXTRA_LOGGERS`` would, but without depending on when Prefect
+    was imported, and silently outside a run (the CLI's audit, parse, map). Idempotent; the
+    flows call it when they start, so runs on a worker get it too."""
+    for name in OUR_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, _run_log_handler_class()) for h in logger.handlers):
+            logger.addHandler(_run_log_handler_class()())
+
+
+_HANDLER: type[logging.Handler] | None = None
+
+
+def _run_log_handler_class() -> type[logging.Handler]:
+    """Prefect's API log handler, for records made inside a run only (built once, lazily)."""
+    global _HANDLER
+    if _HANDLER is None:
+        from prefect.context import FlowRunContext, TaskRunContext
+        from prefect.logging.handlers import APILogHandler
+
+        class RunLogHandler(APILogHandler):
+            def emit(self, record: logging.LogRecord) -> None:
+                in_run = FlowRunContext.get() is not None or TaskRunContext.get() is not None
+                if in_run or getattr(record, "flow_run_id", None):
+                    super().emit(record)
+
+        _HANDLER = RunLogHandler
+    return _HANDLER

@@ -42,6 +42,10 @@ class ServeOptions:
     extra_tags: list[str] = field(default_factory=list)
 
 
+#: Nightly flow runs at once (infra/prefect.yaml's ``concurrency_limit``; a test keeps them equal).
+NIGHTLY_CONCURRENCY = 1
+
+
 def nightly_parameters(opts: ServeOptions) -> dict[str, Any]:
     """The nightly deployment's default parameters (only those given)."""
     params: dict[str, Any] = {"ref": opts.ref}
@@ -88,6 +92,8 @@ def build_deployments(opts: ServeOptions) -> list[RunnerDeployment]:
             description="Write or improve tests, gated, on a new branch (scheduled).",
             tags=[*tags, "nightly"],
             entrypoint_type=module,
+            # As infra/prefect.yaml: one nightly at a time, a late run never overlaps the next.
+            concurrency_limit=NIGHTLY_CONCURRENCY,
         ),
         post_merge.to_deployment(
             name="post-merge",

@@ -27,6 +27,7 @@ ALLOWED: dict[str, str] = {
     "flows/cli.py": "the help text names the report formats (JUnit XML, RSpec JSON)",
     "tasks/core/types.py": "field descriptions name the report formats and tools, as examples",
     "tasks/core/config.py": "the settings a stack reads (the project's Python interpreter)",
+    "flows/demo/": "the scripted demo model's replies are written for the bundled Rails example",
     "tasks/core/secrets.py": "code file suffixes of many languages: credentials.rb is code",
     "tasks/sandbox/view.py": "the /etc entries the stacks' tools read are in the view the "
     "sandbox builds before any toolchain is chosen",

@@ -13,45 +13,36 @@ import os
 import sys
 from pathlib import Path
 
+from flows.commands.render import Column, print_lines, print_table
 from tasks.audit.report import AuditReport, table_rows
 from tasks.audit.run import check_inputs
 from tasks.core.errors import AutopilotError
 
 
 def _print_table(report: AuditReport) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    console = Console()
-    table = Table(title=f"Audit of {report.repo} at {report.commit[:12]} ({report.toolchain})")
-    rows = table_rows(report)
-    for column in ("file", "kind", "status", "coverage", "static", "findings", "lint"):
-        table.add_column(column, overflow="fold")
-    style = {"tested": "green", "untested": "yellow", "failing": "red"}
-    for row in rows:
-        table.add_row(
-            Text(str(row["file"])),
-            str(row["kind"]),
-            Text(str(row["status"]), style[str(row["status"])]),
-            str(row["coverage"]),
-            str(row["static"]),
-            str(row["findings"]),
-            str(row["lint"]),
-        )
-    console.print(table)
+    columns = [
+        Column("file", path=True),
+        Column("kind"),
+        Column("status", style={"tested": "green", "untested": "yellow", "failing": "red"}),
+        Column("cov", justify="right"),
+        Column("static", justify="right"),
+        Column("finds", justify="right"),
+        Column("lint", justify="right"),
+    ]
+    keys = ("file", "kind", "status", "coverage", "static", "findings", "lint")
+    rows = [[row[k] for k in keys] for row in table_rows(report)]
+    print_table(
+        f"Audit of {report.repo} at {report.commit[:12]} ({report.toolchain})", columns, rows
+    )
     s, t = report.summary, report.summary.tests
-    console.print(
+    print_lines(
         f"{s.files} files, {s.untested} untested, line coverage {s.line_coverage:.1%}, "
         f"spec files passing {s.specs_passing}, failing {s.specs_failing}, "
         f"no test ran {s.specs_not_run}; tests {t.tests}: {t.passed} passed, {t.failed} failed, "
         f"{t.errors} errors, {t.skipped} skipped",
-        markup=False,
+        *(f"prepared: {note}" for note in report.prepared),
+        *(f"warning: {warning}" for warning in report.warnings),
     )
-    for note in report.prepared:
-        console.print(f"prepared: {note}", markup=False)
-    for warning in report.warnings:
-        console.print(f"warning: {warning}", markup=False)
 
 
 def run(repo: Path, ref: str, json_out: bool, verbose: bool | int = False) -> int:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flows.commands.render import Column, print_lines, print_table
 from tasks.core.errors import AutopilotError
 
 if TYPE_CHECKING:
@@ -16,21 +17,11 @@ if TYPE_CHECKING:
 
 
 def _print(report: EvalReport) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     from tasks.evaluate.table import rows
 
-    out = Table(title=f"Autopilot evaluation of {report.repo}")
-    out.add_column("metric")
-    out.add_column("value", justify="right")
-    for name, value in rows(report.table):
-        out.add_row(name, value)
-    console = Console()
-    console.print(out)
-    for m in report.mutations:
-        console.print(f"regression: {m}", markup=False)
-    console.print(report.table.price_note, markup=False)
+    columns = [Column("metric"), Column("value", justify="right")]
+    print_table(f"Autopilot evaluation of {report.repo}", columns, list(rows(report.table)))
+    print_lines(*(f"regression: {m}" for m in report.mutations), report.table.price_note)
 
 
 def run(

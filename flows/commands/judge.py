@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flows.commands.render import Column, print_lines, print_table
 from tasks.core.config import load_settings
 from tasks.core.errors import AutopilotError, BadInputError
 
@@ -19,49 +20,46 @@ if TYPE_CHECKING:
 
 
 def _print_report(report: JudgeReport) -> None:
-    from rich.console import Console
-
-    console = Console()
     v = report.validation
     if not report.passed:
         why = v.load_error or v.reason or "failing examples"
-        console.print(f"{report.spec}: did not pass execution, score 0 ({why.splitlines()[0]})",
-                      markup=False)  # fmt: skip
+        print_lines(f"{report.spec}: did not pass execution, score 0 ({why.splitlines()[0]})")
         return
-    console.print(f"{report.spec} (source {report.source}): score {report.score:.2f}", markup=False)
+    lines = [f"{report.spec} (source {report.source}): score {report.score:.2f}"]
     if report.static is not None:
-        console.print(f"  static rubric {report.static.score:.2f}", markup=False)
-        for f in report.static.findings:
-            console.print(f"    {f.path}:{f.line}: {f.rule}: {f.message}", markup=False)
+        lines.append(f"  static rubric {report.static.score:.2f}")
+        lines += [f"    {f.path}:{f.line}: {f.rule}: {f.message}" for f in report.static.findings]
     if report.llm is not None:
         llm = report.llm
-        console.print(f"  LLM judge {llm.score:.2f} (samples {llm.samples})", markup=False)
-        for r in llm.reasons:
-            console.print(f"    + {r}", markup=False)
-        for m in llm.missing:
-            console.print(f"    - missing: {m}", markup=False)
+        lines.append(f"  LLM judge {llm.score:.2f} (samples {llm.samples})")
+        lines += [f"    + {r}" for r in llm.reasons]
+        lines += [f"    - missing: {m}" for m in llm.missing]
+    print_lines(*lines)
 
 
 def _print_calibration(report: CalibrationReport) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="Judge calibration against labelled cases")
-    for col in ("case", "label", "passed", "static", "llm", "spread", "score", "agrees"):
-        table.add_column(col)
-
     def f(x: float | None) -> str:
         return "-" if x is None else f"{x:.2f}"
 
-    for r in report.rows:
-        cells = (f(r.label), "yes" if r.passed else "no", f(r.static_score), f(r.llm_score))
-        table.add_row(r.id, *cells, f(r.spread), f(r.score), "yes" if r.agrees else "NO")
-    console = Console()
-    console.print(table)
-    console.print(
+    headers = ("case", "label", "passed", "static", "llm", "spread", "score", "agrees")
+    rows = [
+        [
+            r.id,
+            f(r.label),
+            "yes" if r.passed else "no",
+            f(r.static_score),
+            f(r.llm_score),
+            f(r.spread),
+            f(r.score),
+            "yes" if r.agrees else "NO",
+        ]
+        for r in report.rows
+    ]
+    columns = [Column(h, path=h == "case") for h in headers]
+    print_table("Judge calibration against labelled cases", columns, rows)
+    print_lines(
         f"agreement (within one level) {report.agreement:.0%}, exact {report.exact:.0%}, "
-        f"mean |error| {report.mean_abs_error:.2f}, mean spread {f(report.mean_spread)}",
-        markup=False,
+        f"mean |error| {report.mean_abs_error:.2f}, mean spread {f(report.mean_spread)}"
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from flows.commands.render import Column, print_lines, print_table
 from tasks.core.config import load_settings
 from tasks.core.errors import BadInputError
 from tasks.core.types import Mapping
@@ -17,23 +18,20 @@ from tasks.toolchains.mapping import map_repo
 
 
 def _print_table(mapping: Mapping) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    console = Console()
-    table = Table(title=f"Source -> spec mapping ({mapping.toolchain})")
-    for column in ("source", "kind", "specs", "status"):
-        table.add_column(column, overflow="fold")
-    for f in mapping.files:
-        # Text, not markup: file names come from the repository and may contain "[".
-        specs = Text("\n".join(f.specs)) if f.specs else Text(f"new: {f.expected_spec}", "dim")
-        status = "tested" if f.specs else "untested"
-        table.add_row(Text(f.source), f.kind, specs, status)
-    console.print(table)
-    console.print(f"{len(mapping.files)} files, {len(mapping.untested)} untested", markup=False)
-    for warning in mapping.warnings:
-        console.print(f"warning: {warning}", markup=False)
+    columns = [Column("source", path=True), Column("kind"), Column("specs", path=True)]
+    columns.append(Column("status", style={"tested": "green", "untested": "yellow"}))
+    rows = [
+        [
+            f.source,
+            f.kind,
+            f.specs or [f"new: {f.expected_spec}"],
+            "tested" if f.specs else "untested",
+        ]
+        for f in mapping.files
+    ]
+    print_table(f"Source -> spec mapping ({mapping.toolchain})", columns, rows)
+    print_lines(f"{len(mapping.files)} files, {len(mapping.untested)} untested")
+    print_lines(*(f"warning: {w}" for w in mapping.warnings))
 
 
 def run(repo: Path, json_out: bool) -> int:

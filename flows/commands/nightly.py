@@ -10,34 +10,45 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from flows.commands.render import Column, print_lines, print_table, progress_on_stderr
 from tasks.core.errors import AutopilotError
-from tasks.generate.report import NightlyReport
+from tasks.generate.report import NightlyReport, table_rows
 
 
 def _print_table(report: NightlyReport) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    from tasks.generate.report import table_rows
-
-    console = Console()
-    table = Table(title=f"Nightly of {report.repo} at {report.base_commit[:12]}")
-    rows = table_rows(report.files)
-    columns = list(rows[0]) if rows else ["file", "verdict"]
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*(Text(str(row[c])) for c in columns))
-    console.print(table)
-    console.print(
+    columns = [
+        Column("file", path=True),
+        Column("kind"),
+        Column("verdict", style={"accepted": "green", "rejected": "red", "error": "red"}),
+        Column("gate"),
+        Column("iter", justify="right"),
+        Column("cov", justify="right"),
+        Column("judge", justify="right"),
+        Column("tokens", justify="right"),
+    ]
+    rows = [
+        [
+            row["file"],
+            row["kind"],
+            row["verdict"],
+            row["failed gate"],
+            row["iterations"],
+            f"{row['coverage before']}->{row['coverage after']}",
+            row["judge score"],
+            row["tokens"],
+        ]
+        for row in table_rows(report.files)
+    ]
+    print_table(f"Nightly of {report.repo} at {report.base_commit[:12]}", columns, rows)
+    print_lines(
         f"branch: {report.branch or 'none'}; model calls {report.model_calls}, "
         f"tokens {report.tokens}; archive: {report.archive_uri or 'none'}",
-        markup=False,
+        *(
+            f"{f.source}: {f.verdict}: {f.reasons[0]}"
+            for f in report.files
+            if f.verdict in ("rejected", "error", "skipped") and f.reasons
+        ),
     )
-    for f in report.files:
-        if f.verdict in ("rejected", "error", "skipped") and f.reasons:
-            console.print(f"{f.source}: {f.verdict}: {f.reasons[0]}", markup=False)
 
 
 def run(
@@ -106,7 +117,7 @@ def run(
 
     workers = nightly_settings(repo, min_coverage, min_judge).model.max_concurrency
     try:
-        with flow_runtime(verbose), tags("autopilot", "nightly"):
+        with flow_runtime(verbose), tags("autopilot", "nightly"), progress_on_stderr():
             report: NightlyReport = with_task_runner(dask, workers)(
                 repo=str(repo.resolve()),
                 ref=ref,

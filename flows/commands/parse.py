@@ -1,14 +1,13 @@
 """`autopilot parse REPORT... [--json]`: normalised test results from reports.
 
 Kept light on purpose: its start-up time is part of what users wait for in CI. No Prefect, no
-pydantic and no rich unless a table of failures is printed: ``--json`` streams the document
-(:mod:`tasks.facts.reports.stream_json`, beside the typed parser, because the parse bench needs
-it), so memory stays flat on reports with hundreds of thousands of cases.
+pydantic unless a table of failures is printed (rich only in a terminal): ``--json`` streams
+the document (:mod:`tasks.facts.reports.stream_json`, beside the typed parser, because the
+parse bench needs it), so memory stays flat on reports with hundreds of thousands of cases.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,36 +33,32 @@ def _summary_line(summary: dict[str, Any], parsed: int) -> str:
 
 
 def _print_table(summary: dict[str, Any], records: list[dict[str, Any]], parsed: int) -> None:
-    """The failures table (rich, imported only here) and the summary line."""
+    """The failures table (:mod:`flows.commands.render`) and the summary line."""
     if not records:
         print(_summary_line(summary, parsed))
         return
-    from rich.console import Console
-    from rich.table import Table
-
+    from flows.commands.render import Column, print_lines, print_table
     from tasks.core.types import TestCaseResult
 
     failing: list[TestCaseResult] = [TestCaseResult.model_validate(r) for r in records]
-    # CI logs are not terminals: rich would wrap ids at 80 columns there.
-    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
-    console = Console(width=None if wide else 160)
-    table = Table(title="Failures and errors")
-    for column in ("status", "test", "error", "location"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for case in failing:
         where = case.locations[-1] if case.locations else None
         first_line = case.message.splitlines()[0][:120] if case.message else ""
-        table.add_row(
-            case.status,
-            case.id,
-            f"{case.error_type or ''} {first_line}".strip(),
-            f"{where.path}:{where.line}" if where else (case.file or ""),
+        rows.append(
+            [
+                case.status,
+                case.id,
+                f"{case.error_type or ''} {first_line}".strip(),
+                f"{where.path}:{where.line}" if where else (case.file or ""),
+            ]
         )
-    console.print(table)
+    columns = [Column("status"), Column("test", path=True), Column("error")]
+    print_table("Failures and errors", [*columns, Column("location", path=True)], rows)
     shown = summary["failed"] + summary["errors"]
     if shown > len(failing):
-        console.print(f"... and {shown - len(failing)} more failing cases")
-    console.print(_summary_line(summary, parsed))
+        print_lines(f"... and {shown - len(failing)} more failing cases")
+    print_lines(_summary_line(summary, parsed))
 
 
 def run(reports: list[Path], json_out: bool) -> int:

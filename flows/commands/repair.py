@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flows.commands.render import Column, print_lines, print_table, progress_on_stderr
 from tasks.core.errors import AutopilotError
 
 if TYPE_CHECKING:
@@ -19,30 +20,21 @@ if TYPE_CHECKING:
 
 
 def _print_summary(result: RepairSummary) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    console = Console()
-    table = Table(title=f"Repair of {result.repo} at {result.base_commit[:12]}")
-    for column in ("group", "tests", "outcome", "attempts", "reasons"):
-        table.add_column(column, overflow="fold")
-    for g in result.groups:
-        table.add_row(
-            Text(g.id),
-            Text("\n".join(g.tests)),
-            str(g.outcome),
-            str(g.attempts),
-            Text("\n".join(g.reasons[-3:])),
-        )
-    console.print(table)
+    columns = [
+        Column("group", path=True),
+        Column("tests", path=True),
+        Column("outcome"),
+        Column("tries", justify="right"),
+        Column("reasons"),
+    ]
+    rows = [[g.id, g.tests, str(g.outcome), g.attempts, g.reasons[-3:]] for g in result.groups]
+    print_table(f"Repair of {result.repo} at {result.base_commit[:12]}", columns, rows)
     m = result.metrics
-    console.print(
+    print_lines(
         f"{result.failures} failures, branch {result.branch or '(none)'}; "
         f"autonomous fix rate {m.autonomous_fix_rate:.0%}, human intervention rate "
         f"{m.human_intervention_rate:.0%}, tokens {m.tokens}; "
-        f"archive {result.archive_uri}",
-        markup=False,
+        f"archive {result.archive_uri}"
     )
 
 
@@ -90,7 +82,7 @@ def run(
         from flows.post_merge import post_merge
         from flows.runtime import flow_runtime
 
-        with flow_runtime(verbose):
+        with flow_runtime(verbose), progress_on_stderr():
             result = post_merge(
                 repo=str(repo),
                 reports=given,

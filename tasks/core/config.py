@@ -20,6 +20,7 @@ from pydantic import (
     StringConstraints,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 from pydantic_settings import (
@@ -48,7 +49,26 @@ def declared_path_problem(path: str, autopilot_home: str | None = None) -> str |
     return reason
 
 
-class ModelNames(BaseModel):
+class _Group(BaseModel):
+    """A settings group: an empty string given to an optional setting (a key, a URL, a name
+    whose default is None) means unset, as compose and CI pass a variable that is not set."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any, info: ValidationInfo) -> Any:
+        return empty_is_unset(cls, value, info)
+
+
+def empty_is_unset(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
+    """None for a blank string (or SecretStr) given to a field whose default is None."""
+    field = cls.model_fields.get(info.field_name or "")
+    raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+    if field is not None and field.default is None and isinstance(raw, str) and not raw.strip():
+        return None
+    return value
+
+
+class ModelNames(_Group):
     """One model per role."""
 
     generator: str = Field("codestral-latest", description="Writes and fixes tests")
@@ -60,13 +80,13 @@ class ModelNames(BaseModel):
     )
 
 
-class ModelSettings(BaseModel):
+class ModelSettings(_Group):
     timeout_s: float = Field(120.0, gt=0, description="Per-request timeout")
     max_retries: int = Field(5, ge=0, description="Transport retries (429, 5xx, timeouts)")
     max_reasks: int = Field(2, ge=0, description="Re-asks when a reply breaks its format")
     max_concurrency: int = Field(8, ge=1, description="Model calls in flight at once")
-    temperature: float = Field(0.0, ge=0, le=2)
-    max_tokens: int = Field(8192, gt=0)
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature of every call")
+    max_tokens: int = Field(8192, gt=0, description="Most tokens one reply may have")
     judge_samples: int = Field(3, ge=1, description="LLM judge samples; the median counts")
     shared_limit: str | None = Field(
         None,
@@ -79,7 +99,7 @@ class ModelSettings(BaseModel):
 RuleId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*$")]
 
 
-class GateSettings(BaseModel):
+class GateSettings(_Group):
     min_coverage: float = Field(0.9, ge=0, le=1, description="Target file line coverage")
     min_coverage_gain: float = Field(
         0.2, ge=0, le=1, description="Alternative: improvement over the baseline coverage"
@@ -99,7 +119,7 @@ class GateSettings(BaseModel):
     )
 
 
-class SandboxSettings(BaseModel):
+class SandboxSettings(_Group):
     backend: Literal["auto", "bwrap", "docker", "none"] = Field(
         "auto", description="auto = bwrap when installed, else an error unless 'none' is chosen"
     )
@@ -109,7 +129,9 @@ class SandboxSettings(BaseModel):
     )
     memory_mb: int = Field(4096, gt=0, description="Address-space limit per process")
     max_processes: int = Field(256, gt=0, description="Process limit inside the sandbox")
-    docker_image: str = Field("test-autopilot-worker:latest")
+    docker_image: str = Field(
+        "test-autopilot-worker:latest", description="Image of the docker backend's runs"
+    )
     read_only: list[str] = Field(
         default_factory=list,
         description="Host paths the project needs, shown read-only at the same place (absolute "
@@ -142,15 +164,19 @@ class SandboxSettings(BaseModel):
         return names
 
 
-class RepairSettings(BaseModel):
-    max_retries: int = Field(3, ge=0)
-    min_confidence: float = Field(0.6, ge=0, le=1)
-    max_patch_lines: int = Field(60, gt=0)
+class RepairSettings(_Group):
+    max_retries: int = Field(3, ge=0, description="Surgeon revisions per failure group")
+    min_confidence: float = Field(
+        0.6, ge=0, le=1, description="Diagnoses less sure than this go to a person"
+    )
+    max_patch_lines: int = Field(60, gt=0, description="Larger patches go to a person")
     risky_paths: list[str] = Field(default_factory=list, description="Globs that need a human")
-    human_timeout_s: float = Field(3600.0, ge=0)
+    human_timeout_s: float = Field(
+        3600.0, ge=0, description="Seconds a hand-off waits for a person's answer"
+    )
 
 
-class Settings(BaseSettings):
+class Settings(_Group, BaseSettings):
     """Every setting, with its environment name `AUTOPILOT_<NAME>` (groups: `__`)."""
 
     model_config = SettingsConfigDict(

@@ -127,6 +127,8 @@ def generate_for_file(
     except AutopilotError as exc:
         outcome.verdict, outcome.gate, outcome.reasons = "error", None, [str(exc)]
     except Exception as exc:  # one file's crash must not sink the run
+        if type(exc).__name__ == "TaskRunTimeoutError":
+            raise  # the orchestrator stopped this file at its time limit: it reports it
         log.exception("%s: generation crashed", target.source)
         outcome.verdict, outcome.gate = "error", None
         outcome.reasons = [f"{target.source}: internal error: {type(exc).__name__}: {exc}"]

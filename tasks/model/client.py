@@ -330,7 +330,7 @@ class ModelClient:
         response_format: dict[str, Any] | None,
     ) -> str:
         """One completion (with transport retries); updates the record's attempts and tokens."""
-        budget = transport.begin_call(self.max_retries + 1)
+        budget = transport.begin_call(self.max_retries + 1, f"{record.about}: {record.role}")
         retries = 0
         try:
             while True:

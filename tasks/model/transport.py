@@ -13,6 +13,7 @@ Both layers count against one per-call budget of ``max_retries + 1`` HTTP attemp
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from collections.abc import Iterator
@@ -22,6 +23,8 @@ from typing import Any
 
 import httpx2
 from mistralai.client import errors
+
+log = logging.getLogger(__name__)
 
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 AUTH_STATUSES = (401, 403)
@@ -134,6 +137,18 @@ class CallBudget:
     attempts: int = 0
     last_failure: str | None = None
     statuses: list[int] = field(default_factory=list)
+    #: What the call is about (the file, the group), for the retry warnings.
+    about: str = ""
+
+    def retrying(self) -> None:
+        """Say that the attempt just failed and another follows (a warning the run logs keep)."""
+        log.warning(
+            "%s: model attempt %d of %d failed, retrying: %s",
+            self.about or "model call",
+            self.attempts,
+            self.max_attempts,
+            self.last_failure,
+        )
 
 
 _current = threading.local()
@@ -163,6 +178,8 @@ class CountingHttpClient(httpx2.Client):
             if budget.attempts >= budget.max_attempts and is_retryable(exc):
                 # Stop now rather than let the SDK back off before an attempt we won't make.
                 raise AttemptsExhaustedError(budget.last_failure) from exc
+            if is_retryable(exc):
+                budget.retrying()
             raise
         if budget is not None:
             budget.statuses.append(response.status_code)
@@ -172,6 +189,8 @@ class CountingHttpClient(httpx2.Client):
                 if last and response.status_code in RETRY_STATUSES:
                     response.close()
                     raise AttemptsExhaustedError(budget.last_failure)
+                if response.status_code in RETRY_STATUSES:
+                    budget.retrying()
         return response
 
 
@@ -183,9 +202,9 @@ def _describe_response(response: httpx2.Response) -> str:
     return f"HTTP {response.status_code}" + (f": {body}" if body else "")
 
 
-def begin_call(max_attempts: int) -> CallBudget:
+def begin_call(max_attempts: int, about: str = "") -> CallBudget:
     """Start charging this thread's requests to a fresh budget."""
-    budget = CallBudget(max_attempts=max_attempts)
+    budget = CallBudget(max_attempts=max_attempts, about=about)
     _current.budget = budget
     return budget
 

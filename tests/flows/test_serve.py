@@ -18,6 +18,7 @@ import pytest
 from flows.commands.serve import run
 from tests.examples_repo import make_example_repo
 from tests.infra.test_infra import PrefectServer, running_server
+from tests.paths import REPO_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +94,9 @@ def test_serve_registers_the_three_deployments_runs_one_and_stops_on_ctrl_c(
         assert schedule["active"] is True
         assert nightly["parameters"] == {"repo": str(repo), "ref": "HEAD", "max_files": 3}
         assert "nightly" in nightly["tags"] and "autopilot" in nightly["tags"]
+        # prefect.yaml's one-run-at-a-time limit, applied by serve too.
+        assert nightly["global_concurrency_limit"]["limit"] == 1
+        assert found["post-merge"]["global_concurrency_limit"] is None
         flows = {f["id"]: f["name"] for f in server.post("/flows/filter", {})}
         assert flows[found["post-merge"]["flow_id"]] == "post-merge"
         automations = server.post("/automations/filter", {})
@@ -118,3 +122,16 @@ def test_serve_registers_the_three_deployments_runs_one_and_stops_on_ctrl_c(
             os.killpg(proc.pid, signal.SIGKILL)
             rc = proc.wait(timeout=10)
     assert rc == 0, log.read_text()[-3000:]
+
+
+def test_serve_applies_prefect_yaml_concurrency_limits() -> None:
+    import yaml
+
+    from flows.serve import ServeOptions, build_deployments
+
+    declared = yaml.safe_load((REPO_ROOT / "infra" / "prefect.yaml").read_text())["deployments"]
+    limits = {d["name"]: d.get("concurrency_limit") for d in declared}
+    served = {d.name: d.concurrency_limit for d in build_deployments(ServeOptions(repo="/r"))}
+    for name, limit in served.items():
+        assert limit == limits[name], name
+    assert served["nightly"] == 1

@@ -73,7 +73,11 @@ def test_no_model_reports_every_target_skipped_exits_0_and_archives_to_s3(
     capsys: pytest.CaptureFixture[str],
     s3_server: S3Server,
     s3_bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # As compose passes them when unset: empty means no model (skipped, not a 401 per file).
+    monkeypatch.setenv("MISTRAL_API_KEY", "")
+    monkeypatch.setenv("AUTOPILOT_MODEL_URL", "")
     code = run(repo, only=["src/**"], json_out=True, archive=f"s3://{s3_bucket}/ci")
 
     doc = _json(capsys)
