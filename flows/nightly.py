@@ -35,7 +35,7 @@ from prefect.artifacts import (
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 
-from flows.audit import artifact_key, check_specs, map_sources, run_name
+from flows.audit import artifact_key, map_sources, run_name
 from flows.deliver import open_nightly_pr
 from flows.inputs import nightly_settings
 from flows.limits import (
@@ -45,14 +45,15 @@ from flows.limits import (
     retry_on_infrastructure,
     task_options,
 )
+from flows.nightly_baseline import Baseline
+from flows.nightly_baseline import baseline as baseline_of
 from flows.progress import finished, started
 from flows.runtime import collect_logs, with_shared_model_limit
 from tasks.audit.baseline import run_baseline
 from tasks.audit.prepared import prepared_run
-from tasks.audit.report import AuditReport, suite_report
 from tasks.core.config import Settings
 from tasks.core.run_context import job_context
-from tasks.core.types import Mapping, ValidationResult
+from tasks.core.types import Mapping
 from tasks.generate.cache import default_store_dir
 from tasks.generate.job import NO_MODEL, FileJob, failed, run_file_job, skipped
 from tasks.generate.loop import DEFAULT_MAX_ITERATIONS
@@ -61,6 +62,7 @@ from tasks.generate.report import (
     SuiteProof,
     archive_run,
     commit_accepted,
+    count_calls,
     markdown_summary,
     table_rows,
 )
@@ -177,14 +179,6 @@ def with_task_runner(dask: str | None, workers: int) -> Any:
     else:
         runner = DaskTaskRunner(address=dask)
     return nightly.with_options(task_runner=runner)
-
-
-def _baseline_error(suite: SuiteResult) -> str:
-    """Why the nightly writes nothing: the baseline suite did not run (one line)."""
-    problem = suite.validation.problem
-    cause = problem.one_line() if problem else suite.validation.reason or "unknown cause"
-    log.error("the baseline suite did not run: %s; no test is written against it", cause)
-    return f"the baseline suite did not run: {cause}"
 
 
 def _emit_rejections(report: NightlyReport) -> None:
@@ -310,7 +304,7 @@ def nightly(
         baseline_error=baseline.error,
         suite_proof=proof,
     )
-    _count_calls(report, client)
+    count_calls(report, client)
     branch = commit_accepted(root, sub, commit, outcomes, today, push=push and not pr)
     report.branch, report.branch_commit, report.push_error = branch
     if pr:
@@ -337,18 +331,9 @@ class _Work:
     max_files: int | None
 
 
-@dataclass(frozen=True)
-class _Baseline:
-    """The audit before any change, and why nothing is written against it (None: it ran)."""
-
-    report: AuditReport
-    suite: SuiteResult
-    error: str | None
-
-
 def _nightly_in(
     project: Path, wt: Path, path: Path, commit: str, settings: Settings, work: _Work
-) -> tuple[_Baseline, list[Target], list[FileOutcome], SuiteProof | None]:
+) -> tuple[Baseline, list[Target], list[FileOutcome], SuiteProof | None]:
     """The run inside the worktree, its environment and services ready: the baseline, the
     targets, their outcomes, and the proof of the accepted ones together with the suite
     (None: nothing was accepted)."""
@@ -359,8 +344,17 @@ def _nightly_in(
             runner = make_runner(
                 settings.sandbox, root=wt, toolchain_dirs=chain.sandbox_dirs(project)
             )
-            baseline = _baseline(
-                project, chain, runner, mapping, path, commit, settings, ready.problem
+            timeout = settings.sandbox.spec_timeout_s
+            baseline = baseline_of(
+                project,
+                chain,
+                runner,
+                mapping,
+                path,
+                commit,
+                timeout,
+                baseline_suite,
+                ready.problem,
             )
         return _targets_and_outcomes(project, wt, path, settings, work, mapping, chain, baseline)
 
@@ -373,8 +367,8 @@ def _targets_and_outcomes(
     work: _Work,
     mapping: Mapping,
     chain: Toolchain,
-    baseline: _Baseline,
-) -> tuple[_Baseline, list[Target], list[FileOutcome], SuiteProof | None]:
+    baseline: Baseline,
+) -> tuple[Baseline, list[Target], list[FileOutcome], SuiteProof | None]:
     """The targets the baseline leaves, their file jobs' outcomes, and the accepted files'
     proof together with the suite (None: nothing was accepted)."""
     targets = (
@@ -419,56 +413,3 @@ def _targets_and_outcomes(
             project, chain, runner, outcomes, baseline.suite, settings.sandbox.spec_timeout_s
         )
     return baseline, targets, outcomes, proof
-
-
-def _baseline(
-    project: Path,
-    chain: Toolchain,
-    runner: CommandRunner,
-    mapping: Mapping,
-    path: Path,
-    commit: str,
-    settings: Settings,
-    not_ready: str | None = None,
-) -> _Baseline:
-    """The suite with coverage and the static rubric of the mapped specs, before any change
-    (not run when `not_ready` says why the environment or a service is missing)."""
-    if not_ready:
-        log.error("the run's environment is not ready: %s; no test is written", not_ready)
-        validation = ValidationResult(toolchain=chain.name, loaded=False, load_error=not_ready)
-        suite = SuiteResult(validation=validation)
-    else:
-        suite = baseline_suite(project, chain, runner, settings.sandbox.spec_timeout_s)
-    specs = sorted({s for f in mapping.files for s in f.specs} | set(suite.broken))
-    report = suite_report(
-        repo=str(path),
-        commit=commit,
-        mapping=mapping,
-        suite=suite,
-        project=project,
-        lint=[],
-        static=check_specs(project, chain, specs),
-    )
-    log.info(
-        "baseline of %s: %d files, %d untested, line coverage %.1f%%",
-        path.name,
-        report.summary.files,
-        report.summary.untested,
-        100 * report.summary.line_coverage,
-    )
-    error = None if suite.ran else _baseline_error(suite)
-    if not_ready:
-        error = f"the baseline suite did not run: {not_ready}"
-    return _Baseline(report=report, suite=suite, error=error)
-
-
-def _count_calls(report: NightlyReport, client: ModelClient | None) -> None:
-    """The run's model calls and tokens: the shared client's, or (the files ran in other
-    processes, Dask workers) the sum of the outcomes that were not re-used."""
-    if client is not None:
-        report.model_calls, report.tokens = client.calls, client.tokens
-        client.close()
-        return
-    fresh = [o for o in report.files if not o.cached]
-    report.model_calls = sum(o.model_calls for o in fresh)
-    report.tokens = sum(o.tokens for o in fresh)

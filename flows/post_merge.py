@@ -50,7 +50,8 @@ from flows.limits import (
 from flows.progress import finished, started
 from flows.runtime import collect_logs, with_shared_model_limit
 from tasks.audit.prepared import PreparedRun, prepared_run
-from tasks.ci_inputs import ensure_commit, fetch_reports
+from tasks.ci_inputs import ensure_commit
+from tasks.ci_inputs.reports import local_reports
 from tasks.core.config import Settings
 from tasks.core.errors import ArchiveError, AutopilotError, BadInputError
 from tasks.core.run_context import job_context
@@ -61,7 +62,7 @@ from tasks.model.client import ModelClient
 from tasks.repair.branch import commit_fixes
 from tasks.repair.human import HumanDecision, hand_off
 from tasks.repair.knowledge import Knowledge, record_outcomes
-from tasks.repair.loop import RepairEnv, now, run_group
+from tasks.repair.loop import RepairEnv, run_group
 from tasks.repair.resume import load_state, reopen
 from tasks.repair.scout import (
     environment_group,
@@ -74,10 +75,8 @@ from tasks.repair.state import (
     GroupState,
     RepairState,
     RepairSummary,
-    categorize,
-    metrics,
-    partial_outcome,
 )
+from tasks.repair.summary import not_ready_problem, settle, summary_markdown, to_person
 from tasks.sandbox.make import make_runner
 from tasks.toolchains.base import Toolchain
 from tasks.toolchains.mapping import map_repo
@@ -214,7 +213,7 @@ def post_merge(
     client = ModelClient.from_settings(settings) if settings.model_configured else None
     try:
         with tempfile.TemporaryDirectory(prefix="autopilot-reports-") as fetched_dir:
-            given, fetch_errors = _local_reports(reports or [], Path(fetched_dir))
+            given, fetch_errors = local_reports(reports or [], Path(fetched_dir))
             run = _Run(run_id, base, sub, run_archive.uri, given, fetch_errors, human_poll_s)
             state = _repair_in(path, root, settings, run, earlier, saver, client, archive_root)
     finally:
@@ -222,7 +221,7 @@ def post_merge(
             # Every model call: role, model, prompt name/version/hash, tokens, latency, retries.
             saver.put("model-calls.json", [r.model_dump(mode="json") for r in client.records])
             client.close()
-    _settle(state)
+    settle(state)
     delivery = deliver(
         root,
         state.branch,
@@ -248,17 +247,6 @@ class _Run:
     reports: list[str]
     report_errors: list[str]
     human_poll_s: int
-
-
-def _local_reports(reports: list[str], dest: Path) -> tuple[list[str], list[str]]:
-    """Local report paths as they are, ``s3://`` ones fetched into `dest`; one line per
-    report that could not be fetched."""
-    uris = [r for r in reports if r.startswith("s3://")]
-    local = [r for r in reports if not r.startswith("s3://")]
-    if not uris:
-        return local, []
-    fetched = fetch_reports(uris, dest)
-    return local + [str(p) for p in fetched.paths], list(fetched.errors)
 
 
 def _repair_in(
@@ -290,7 +278,7 @@ def _repair_in(
                 state.report_errors = [*run.report_errors, *state.report_errors]
                 saver.run(state, "scout")
             if state.groups and (client is None or ready.problem):
-                _to_person(state, ready.problem)
+                to_person(state, ready.problem)
             elif state.groups and client is not None:
                 failing = [t for g in state.groups for t in g.group.tests]
                 env = RepairEnv(
@@ -336,41 +324,12 @@ def _scouted(
     )
 
 
-def _to_person(state: RepairState, not_ready: str | None) -> None:
-    """Without a model, or without the run's environment or services, every open group goes
-    to a person."""
-    why = (
-        f"the run's environment is not ready: {not_ready}"
-        if not_ready
-        else "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
-    )
-    for g in state.groups:
-        if g.outcome is None:
-            g.handoff_reasons.append(why)
-
-
-def not_ready_problem(line: str) -> SuiteProblem:
-    """The run's environment or services not ready, as the suite problem a person takes."""
-    return SuiteProblem(tool="autopilot", cause="environment", message=line)
-
-
-def _settle(state: RepairState) -> None:
-    """Every group decided: a group still open needs a person."""
-    for g in state.groups:
-        if g.outcome is None:  # a PASSED patch that could not be committed is handled above
-            g.outcome = "needs_human"
-        if partial_outcome(g):
-            g.outcome = "partial"
-        g.category = categorize(g)
-        g.finished_at = g.finished_at or now()
-
-
 def _close(
     state: RepairState, saver: _Saver, run_archive: RunArchive, name: str, delivery: Delivery
 ) -> RepairSummary:
     """The run's end: the summary (with the push and pull request outcomes) archived, the
     artifacts published."""
-    _settle(state)
+    settle(state)
     record_outcomes(run_archive, state)
     result = RepairSummary.of(state).model_copy(
         update={"push_error": delivery.push_error, "pull_request": delivery.pull_request}
@@ -458,25 +417,3 @@ def _artifacts(state: RepairState, name: str) -> None:
     key = artifact_key("post-merge", name)
     create_table_artifact(rows, key=key, description=f"Repair of {name}")
     create_markdown_artifact(summary_markdown(state, name), key=f"{key}-summary")
-
-
-def summary_markdown(state: RepairState, name: str) -> str:
-    """The run's markdown summary (the Prefect artifact and the pull request's body)."""
-    m = metrics(state.groups)
-    lines = [
-        f"# Post-merge repair of {name}\n",
-        f"Branch: {state.branch or '(none)'}\n",
-        f"- autonomous fix rate: {m.autonomous_fix_rate:.0%}",
-        f"- human intervention rate: {m.human_intervention_rate:.0%}",
-        f"- mean time to fix: {m.mean_time_to_fix_s}s\n- tokens: {m.tokens}",
-        f"- categories: {_pct(m.category_shares)}\n- outcomes: {_pct(m.outcome_shares)}",
-    ]
-    if state.groups:
-        lines.append("\n| group | tests | outcome |\n| --- | --- | --- |")
-        for g in state.groups:
-            lines.append(f"| {g.group.id} | {len(g.group.tests)} | {g.outcome} |")
-    return "\n".join(lines) + "\n"
-
-
-def _pct(shares: dict[str, float]) -> str:
-    return ", ".join(f"{k} {v:.0%}" for k, v in shares.items()) or "none"

@@ -227,3 +227,14 @@ def _why(exc: BaseException) -> str:
 def cleanup(dest: Path) -> None:
     """Remove the fetched copies (best effort)."""
     shutil.rmtree(dest, ignore_errors=True)
+
+
+def local_reports(reports: list[str], dest: Path) -> tuple[list[str], list[str]]:
+    """Local report paths as they are, ``s3://`` ones fetched into `dest`; one line per
+    report that could not be fetched."""
+    uris = [r for r in reports if r.startswith("s3://")]
+    local = [r for r in reports if not r.startswith("s3://")]
+    if not uris:
+        return local, []
+    fetched = fetch_reports(uris, dest)
+    return local + [str(p) for p in fetched.paths], list(fetched.errors)

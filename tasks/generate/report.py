@@ -7,7 +7,7 @@ import datetime as dt
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 
 #: Why targets are skipped when no model is configured (exit 0, issue 5).
 NO_MODEL = "no model configured"
+
+if TYPE_CHECKING:
+    from tasks.model.client import ModelClient
 
 
 def _unset(value: str | None) -> bool:
@@ -299,3 +302,15 @@ def archive_outcome(run: RunArchive, outcome: FileOutcome) -> None:
         "files": sorted(outcome.files),
     }
     _put(run, f"{base}/verdict.json", verdict)
+
+
+def count_calls(report: NightlyReport, client: ModelClient | None) -> None:
+    """The run's model calls and tokens: the shared client's, or (the files ran in other
+    processes, Dask workers) the sum of the outcomes that were not re-used."""
+    if client is not None:
+        report.model_calls, report.tokens = client.calls, client.tokens
+        client.close()
+        return
+    fresh = [o for o in report.files if not o.cached]
+    report.model_calls = sum(o.model_calls for o in fresh)
+    report.tokens = sum(o.tokens for o in fresh)
