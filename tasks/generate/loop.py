@@ -24,7 +24,7 @@ from tasks.core.errors import AutopilotError
 from tasks.core.types import Finding, StaticVerdict, ValidationResult
 from tasks.generate.context import PromptContext
 from tasks.generate.files import read_back, snapshot, write_files
-from tasks.generate.gates import Evidence, GateDecision, GateName, evaluate, execution
+from tasks.generate.gates import Evidence, GateDecision, GateName, evaluate
 from tasks.generate.rounds import BudgetExhaustedError, Conversation
 from tasks.generate.skills import Skill
 from tasks.generate.targets import Target
@@ -139,7 +139,7 @@ def _generate(job: Job, outcome: FileOutcome, talk: Conversation, max_iterations
     changed = {p: t for p, t in talk.files.items() if originals.get(p) != t}
     _record_draft(outcome, job.target, evidence, talk, changed)
     if decision.accepted:
-        evidence.reruns = _reruns(job, talk, outcome)
+        evidence.reruns = _reruns(job, talk, outcome, evidence.reruns)
         decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_JUDGED)
     if decision.accepted:
         evidence.shared_breaks = _shared_breaks(job, changed, originals)
@@ -202,15 +202,28 @@ def _measure(job: Job, talk: Conversation) -> Evidence:
     offences = job.chain.lint(job.project, paths, True, job.runner)
     talk.files = read_back(job.project, paths)
     specs = sorted({*job.target.specs, *(p for p in talk.files if talk.rules.is_test_file(p))})
-    validation = job.chain.run_specs(job.project, specs, job.target.source, job.runner)
+    validation, reruns = _run(job, specs)
     validation.lint = offences
     return Evidence(
         validation=validation,
+        reruns=reruns,
         lint=offences,
         coverage_before=job.target.coverage_before,
         static=_static(talk.files, job.chain, talk),
         forbidden_rules=FORBIDDEN_RULES,
     )
+
+
+def _run(job: Job, specs: list[str]) -> tuple[ValidationResult, list[ValidationResult] | None]:
+    """The round's run with coverage and, when the stack repeats in one process (the framework
+    starts once: a repeat costs only the tests' own time), the flakiness re-runs with it."""
+    runs = job.settings.gates.flaky_runs
+    if not job.chain.repeats_in_one_process or runs < 1:
+        return job.chain.run_specs(job.project, specs, job.target.source, job.runner), None
+    results = job.chain.run_repeats(
+        job.project, specs, job.target.source, job.runner, runs=1 + runs, coverage=True
+    )
+    return results[0], results[1:]
 
 
 def _static(files: dict[str, str], chain: Toolchain, talk: Conversation) -> StaticVerdict | None:
@@ -259,19 +272,21 @@ def _record_draft(
         outcome.spec = next((p for p in talk.files if talk.rules.is_test_file(p)), target.spec)
 
 
-def _reruns(job: Job, talk: Conversation, outcome: FileOutcome) -> list[ValidationResult]:
-    """The flakiness re-runs: pass or fail is all they must show (no coverage measured, a
-    process less each); the first failing one ends them."""
-    specs = sorted({*job.target.specs, *(p for p in talk.files if talk.rules.is_test_file(p))})
-    reruns: list[ValidationResult] = []
-    for _ in range(job.settings.gates.flaky_runs):
+def _reruns(
+    job: Job, talk: Conversation, outcome: FileOutcome, measured: list[ValidationResult] | None
+) -> list[ValidationResult]:
+    """The flakiness re-runs: those the last round's run made (`measured`), else run now (pass
+    or fail is all they must show: no coverage measured); the first failing one ends them."""
+    if measured is None:
+        specs = sorted({*job.target.specs, *(p for p in talk.files if talk.rules.is_test_file(p))})
         talk.check_time()
-        again = job.chain.run_specs(
-            job.project, specs, job.target.source, job.runner, coverage=False
+        runs = job.settings.gates.flaky_runs
+        measured = (
+            job.chain.run_repeats(job.project, specs, job.target.source, job.runner, runs=runs)
+            if runs > 0
+            else []
         )
-        reruns.append(again)
-        if not execution(again).accepted:
-            break
+    reruns = list(measured)
     outcome.reruns = reruns
     return reruns
 
