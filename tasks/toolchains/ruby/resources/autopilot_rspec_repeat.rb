@@ -3,7 +3,8 @@
 # Run by Test Autopilot as `[bundle exec] ruby autopilot_rspec_repeat.rb RSPEC_ARGS...`: RSpec
 # runs the given spec files several times in this one process, so the application (Rails) boots
 # once for all of them. Between runs RSpec's world is reset and the spec files are loaded again
-# (fresh example groups); each run writes its own JSON report and a status file.
+# (fresh example groups; a new seed when the project orders them at random); each run writes its
+# own JSON report and a status file.
 #
 # Settings come from the environment the toolchain sets:
 #   AUTOPILOT_REPEATS     how many runs (at least 1)
@@ -24,6 +25,17 @@ module AutopilotRepeat
     RSpec.world.wants_to_quit = false
     RSpec.world.rspec_is_quitting = false if RSpec.world.respond_to?(:rspec_is_quitting=)
     RSpec.world.non_example_failure = false if RSpec.world.respond_to?(:non_example_failure=)
+    reseed!
+  end
+
+  # A project that orders its examples at random gets a new order each run, as a new process
+  # would (a seed the project forces with --seed stays: RSpec ignores the new one).
+  def self.reseed!
+    config = RSpec.configuration
+    random = RSpec::Core::Ordering::Random
+    return unless config.ordering_registry.fetch(:global).is_a?(random)
+
+    config.seed = Random.new_seed % 0xFFFF
   end
 
   def self.run_once(args, dir, index)

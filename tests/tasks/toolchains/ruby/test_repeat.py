@@ -134,3 +134,21 @@ def test_rails_boots_once_and_coverage_matches_a_separate_run(tmp_path: Path) ->
     # The project orders its examples at random (each run its own order): the same set.
     assert sorted(e.id for e in results[3].examples) == sorted(e.id for e in alone.examples)
     assert results[0].coverage == alone.coverage
+
+
+def test_random_order_gets_a_new_seed_each_run_and_a_forced_seed_stays(tiny: Path) -> None:
+    (tiny / "spec" / "spec_helper.rb").write_text(
+        "RSpec.configure { |c| c.order = :random }\n", encoding="utf-8"
+    )
+    many = "\n".join(f'  it("is {i}") {{ expect({i}).to eq({i}) }}' for i in range(10))
+    (tiny / "spec" / "many_spec.rb").write_text(
+        f'require_relative "spec_helper"\n\nRSpec.describe "many" do\n{many}\nend\n',
+        encoding="utf-8",
+    )
+    spec = ["spec/many_spec.rb"]
+    results = TC.run_repeats(tiny, spec, None, runner_for(tiny), runs=3)
+    orders = {tuple(e.id for e in r.examples) for r in results}
+    assert all(r.passed for r in results) and len(orders) > 1  # 10! orders: equal by chance ~0
+    (tiny / ".rspec").write_text("--seed 1234\n", encoding="utf-8")
+    forced = TC.run_repeats(tiny, spec, None, runner_for(tiny), runs=3)
+    assert len({tuple(e.id for e in r.examples) for r in forced}) == 1
