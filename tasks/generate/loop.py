@@ -216,12 +216,20 @@ def _measure(job: Job, talk: Conversation) -> Evidence:
 
 def _run(job: Job, specs: list[str]) -> tuple[ValidationResult, list[ValidationResult] | None]:
     """The round's run with coverage and, when the stack repeats in one process (the framework
-    starts once: a repeat costs only the tests' own time), the flakiness re-runs with it."""
+    starts once: a repeat costs only the tests' own time), the flakiness re-runs with it; that
+    process gets the time the separate runs would have had together."""
     runs = job.settings.gates.flaky_runs
     if not job.chain.repeats_in_one_process or runs < 1:
         return job.chain.run_specs(job.project, specs, job.target.source, job.runner), None
+    timeout_s = job.settings.sandbox.timeout_s * (1 + runs)
     results = job.chain.run_repeats(
-        job.project, specs, job.target.source, job.runner, runs=1 + runs, coverage=True
+        job.project,
+        specs,
+        job.target.source,
+        job.runner,
+        runs=1 + runs,
+        coverage=True,
+        timeout_s=timeout_s,
     )
     return results[0], results[1:]
 
