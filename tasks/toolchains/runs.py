@@ -123,23 +123,27 @@ def split_repeats(cmd: CommandResult, run_dir: Path, runs: int) -> list[CommandR
     ``run-N.json`` status (``{"exit", "seconds"}``) each run wrote in `run_dir`.
 
     The runs end at the first that exited non-zero. A run that wrote no status (the process
-    was stopped, crashed or never got that far) gets the process's own result, and ends them.
-    The first run carries the start-up: its time is the process's less the later runs'.
+    was stopped, crashed or never got that far) gets the process's own result (its stop reason,
+    the time left), and ends them. A finished run never carries the process's stop reason; the
+    first carries the start-up when every run finished.
     """
     done: list[CommandResult] = []
+    finished = {"reason": None, "timed_out": False}
     for index in range(1, runs + 1):
         try:
             status = json.loads((run_dir / f"run-{index}.json").read_text(encoding="utf-8"))
             exit_code, seconds = int(status["exit"]), float(status["seconds"])
         except (OSError, ValueError, TypeError, KeyError):
-            done.append(cmd if cmd.exit_code != 0 or cmd.reason else _died(cmd))
-            break
-        done.append(cmd.model_copy(update={"exit_code": exit_code, "duration_s": seconds}))
+            spent = sum(c.duration_s for c in done)
+            rest = cmd.model_copy(update={"duration_s": max(0.0, cmd.duration_s - spent)})
+            done.append(rest if cmd.exit_code != 0 or cmd.reason else _died(rest))
+            return done
+        update = {"exit_code": exit_code, "duration_s": seconds, **finished}
+        done.append(cmd.model_copy(update=update))
         if exit_code != 0:
             break
-    if done[0] is not cmd:
-        later = sum(c.duration_s for c in done[1:])
-        done[0] = done[0].model_copy(update={"duration_s": max(0.0, cmd.duration_s - later)})
+    start_up = max(0.0, cmd.duration_s - sum(c.duration_s for c in done))
+    done[0] = done[0].model_copy(update={"duration_s": done[0].duration_s + start_up})
     return done
 
 

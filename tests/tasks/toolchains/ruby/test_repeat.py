@@ -152,3 +152,18 @@ def test_random_order_gets_a_new_seed_each_run_and_a_forced_seed_stays(tiny: Pat
     (tiny / ".rspec").write_text("--seed 1234\n", encoding="utf-8")
     forced = TC.run_repeats(tiny, spec, None, runner_for(tiny), runs=3)
     assert len({tuple(e.id for e in r.examples) for r in forced}) == 1
+
+
+def test_a_run_stopped_by_the_timeout_is_that_runs_result(tiny: Path) -> None:
+    (tiny / "spec" / "hangs_spec.rb").write_text(
+        'RSpec.describe "hangs" do\n  it "hangs the second time" do\n'
+        "    $autopilot_hang = ($autopilot_hang || 0) + 1\n"
+        "    sleep 600 if $autopilot_hang == 2\n    expect(1).to eq(1)\n  end\nend\n",
+        encoding="utf-8",
+    )
+    results = TC.run_repeats(
+        tiny, ["spec/hangs_spec.rb"], None, runner_for(tiny), runs=3, timeout_s=20
+    )
+    assert results[0].passed
+    assert len(results) == 2 and not results[1].passed
+    assert "time" in (results[1].reason or "")
