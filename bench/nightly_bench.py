@@ -151,8 +151,9 @@ def suite_alone_s(repo: Path, report: Any, sandbox: str) -> float:
 
 def serial_work_s(repo: Path, report: Any, sample: int, flaky_runs: int, sandbox: str) -> float:
     """Seconds one file's sandboxed work takes with nothing else running: for `sample` accepted
-    files, the commands the nightly ran for them (lint with autocorrect, the run with coverage,
-    the flakiness re-runs), one after the other, no Prefect and no model; the mean."""
+    files, the commands the nightly ran for them (lint with autocorrect, the run with coverage
+    and the flakiness re-runs: one process when the stack repeats in one, as the nightly does),
+    one after the other, no Prefect and no model; the mean."""
     import shutil
 
     from tasks.core.config import SandboxSettings
@@ -172,6 +173,9 @@ def serial_work_s(repo: Path, report: Any, sample: int, flaky_runs: int, sandbox
     start = time.perf_counter()
     for f in accepted:
         chain.lint(copy, [f.spec], True, runner)
+        if chain.repeats_in_one_process:
+            chain.run_repeats(copy, [f.spec], f.source, runner, runs=1 + flaky_runs, coverage=True)
+            continue
         chain.run_specs(copy, [f.spec], f.source, runner)
         for _ in range(flaky_runs):
             chain.run_specs(copy, [f.spec], f.source, runner, coverage=False)
@@ -314,7 +318,7 @@ def main() -> int:
             "value": round(first_s, 2),
             "baseline": round(floor, 2),
             "ratio": round(first_s / floor, 2) if floor else None,
-            "target": 1.5,
+            "target": 1.2,
         },
         {
             "name": "re-run wall / first run wall",

@@ -14,7 +14,6 @@ for a spec that passed everything before it) complete the evidence the gates
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 from judge.llm import LLMVerdict, combined_score, judge_with_model
@@ -25,13 +24,14 @@ from tasks.core.types import Finding, StaticVerdict, ValidationResult
 from tasks.generate.context import PromptContext
 from tasks.generate.feedback import judge_feedback, round_feedback, static_reject
 from tasks.generate.files import read_back, snapshot, write_files
-from tasks.generate.gates import Evidence, GateDecision, GateName, evaluate, execution
+from tasks.generate.gates import Evidence, GateDecision, GateName, evaluate
 from tasks.generate.mutation import mutation_score, survivors_feedback
 from tasks.generate.numbered import numbered, numbered_for
 from tasks.generate.rounds import BudgetExhaustedError, Conversation
 from tasks.generate.skills import Skill
 from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome, JudgeRecord
+from tasks.generate.work import Job, reruns, run_round, shared_breaks
 from tasks.model.client import ModelClient
 from tasks.toolchains.base import CommandRunner, Toolchain
 
@@ -45,20 +45,6 @@ DEFAULT_MAX_ITERATIONS = 4
 _ROUND: tuple[GateName, ...] = ("flaky", "judge", "mutation")
 _NOT_YET_JUDGED: tuple[GateName, ...] = ("judge", "mutation")
 _NOT_YET_MUTATED: tuple[GateName, ...] = ("mutation",)
-
-
-@dataclass(frozen=True)
-class Job:
-    """What one target's loop works with (chosen once by its job)."""
-
-    project: Path
-    target: Target
-    chain: Toolchain
-    runner: CommandRunner
-    settings: Settings
-    skill: Skill
-    context: PromptContext
-    baseline_failing: frozenset[str] = frozenset()
 
 
 def generate_for_file(
@@ -167,10 +153,10 @@ def _final_gates(
 ) -> tuple[GateDecision, LLMVerdict | None]:
     """The re-runs, the shared-support check and the judge, each only when all before passed."""
     if decision.accepted:
-        evidence.reruns = _reruns(job, talk, outcome)
+        evidence.reruns = reruns(job, talk, outcome, evidence.reruns)
         decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_JUDGED)
     if decision.accepted:
-        evidence.shared_breaks = _shared_breaks(job, changed, originals)
+        evidence.shared_breaks = shared_breaks(job, changed, originals)
         decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_JUDGED)
     if not decision.accepted:
         return decision, None
@@ -283,10 +269,11 @@ def _measure(job: Job, talk: Conversation) -> Evidence:
     offences = job.chain.lint(job.project, paths, True, job.runner)
     talk.files = read_back(job.project, paths)
     specs = sorted({*job.target.specs, *(p for p in talk.files if talk.rules.is_test_file(p))})
-    validation = job.chain.run_specs(job.project, specs, job.target.source, job.runner)
+    validation, reruns = run_round(job, specs)
     validation.lint = offences
     return Evidence(
         validation=validation,
+        reruns=reruns,
         lint=offences,
         coverage_before=job.target.coverage_before,
         had_specs=bool(job.target.specs),
@@ -324,49 +311,6 @@ def _record_draft(
     outcome.static_score = evidence.static.score if evidence.static is not None else None
     if target.spec not in talk.files:
         outcome.spec = next((p for p in talk.files if talk.rules.is_test_file(p)), target.spec)
-
-
-def _reruns(job: Job, talk: Conversation, outcome: FileOutcome) -> list[ValidationResult]:
-    """The flakiness re-runs: pass or fail is all they must show (no coverage measured, a
-    process less each); the first failing one ends them."""
-    specs = sorted({*job.target.specs, *(p for p in talk.files if talk.rules.is_test_file(p))})
-    reruns: list[ValidationResult] = []
-    for _ in range(job.settings.gates.flaky_runs):
-        talk.check_time()
-        again = job.chain.run_specs(
-            job.project, specs, job.target.source, job.runner, coverage=False
-        )
-        reruns.append(again)
-        if not execution(again).accepted:
-            break
-    outcome.reruns = reruns
-    return reruns
-
-
-def _shared_breaks(
-    job: Job, changed: dict[str, str], originals: dict[str, str | None]
-) -> list[str]:
-    """What a changed existing shared support file (a factory, conftest.py) breaks: other tests
-    depend on it, so the whole suite must still pass with it ([] when none changed)."""
-    rules = job.chain.file_rules(job.project)
-    touched = sorted(
-        p for p in changed if originals.get(p) is not None and rules.is_support_file(p)
-    )
-    if not touched:
-        return []
-    suite = job.chain.run_suite(job.project, job.runner).validation
-    names = ", ".join(touched)
-    if not suite.loaded:
-        return [
-            f"changed shared file(s) {names}: the suite no longer loads",
-            suite.load_error or "",
-        ]
-    broken = [
-        f"{e.id}: {_first_line(e.message) or e.status}"
-        for e in suite.examples
-        if e.status in ("failed", "error") and e.id not in job.baseline_failing
-    ]
-    return [f"changed shared file(s) {names} break other specs", *broken] if broken else []
 
 
 def _judge(
@@ -409,8 +353,3 @@ def _finish(outcome: FileOutcome, decision: GateDecision) -> None:
     outcome.gate = decision.gate
     outcome.reasons = list(decision.reasons)
     outcome.gates = list(decision.results)
-
-
-def _first_line(text: str | None) -> str:
-    lines = (text or "").strip().splitlines()
-    return lines[0] if lines else ""

@@ -10,6 +10,8 @@ failed run's cause; the static rubric's parser; the prompt context; the syntax o
 file; the mutations of a covered line. Adding a stack: see ``tasks/toolchains/registry.py``.
 """
 
+# size: the interface is one class on purpose: every method a stack implements (or inherits),
+# documented in one place a newcomer reads to add a stack.
 from __future__ import annotations
 
 import hashlib
@@ -137,6 +139,9 @@ class Toolchain(ABC):
     assertion_words: ClassVar[str] = r"\bassert\w*\b"
     skip_words: ClassVar[str] = r"\bskip\b"
     mock_words: ClassVar[str] = r"\bmock"
+    #: Whether :meth:`run_repeats` runs every repeat in one process (the framework starts
+    #: once): the nightly then takes the flakiness re-runs with each round's run.
+    repeats_in_one_process: ClassVar[bool] = False
 
     def __init__(self, prepare: tuple[str, ...] | list[str] = (), home: Path | None = None):
         #: Commands (``autopilot.toml``'s ``prepare``) run once in a worktree before its tests.
@@ -229,6 +234,31 @@ class Toolchain(ABC):
         # What the tests printed or read came out of the sandbox: redacted before it can reach
         # a prompt, a report, a log or the archive.
         return redact_validation(result)
+
+    def run_repeats(
+        self,
+        repo: Path,
+        specs: list[str],
+        target: str | None,
+        runner: CommandRunner,
+        *,
+        runs: int,
+        coverage: bool = False,
+        timeout_s: float | None = None,
+    ) -> list[ValidationResult]:
+        """`runs` runs of the same test files, one result each (as :meth:`run_specs` gives):
+        the first measures `target`'s coverage when `coverage`; the runs end after the first
+        that does not pass. This default starts one process per run; a stack whose framework
+        can repeat in one process overrides it (and sets `repeats_in_one_process`)."""
+        results: list[ValidationResult] = []
+        for i in range(runs):
+            result = self.run_specs(
+                repo, specs, target, runner, timeout_s=timeout_s, coverage=coverage and i == 0
+            )
+            results.append(result)
+            if not result.passed:
+                break
+        return results
 
     def run_suite(
         self,

@@ -4,11 +4,12 @@ toolchain's helper files copied there, the raw reports kept, tool output cut to 
 
 from __future__ import annotations
 
+import json
 import shutil
 import uuid
 from pathlib import Path
 
-from tasks.core.types import SuiteProblem, ValidationResult
+from tasks.core.types import CommandResult, SuiteProblem, ValidationResult
 from tasks.toolchains.base import SuiteResult, Toolchain
 
 #: Scratch space for reports inside the repository (the only place a sandbox can write).
@@ -115,3 +116,37 @@ def relative_path(path: str, repo: Path) -> str:
         except ValueError:
             return path
     return p.as_posix()
+
+
+def split_repeats(cmd: CommandResult, run_dir: Path, runs: int) -> list[CommandResult]:
+    """One command result per run of a process that ran the tests `runs` times, from the
+    ``run-N.json`` status (``{"exit", "seconds"}``) each run wrote in `run_dir`.
+
+    The runs end at the first that exited non-zero. A run that wrote no status (the process
+    was stopped, crashed or never got that far) gets the process's own result (its stop reason,
+    the time left), and ends them. A finished run never carries the process's stop reason; the
+    first carries the start-up when every run finished.
+    """
+    done: list[CommandResult] = []
+    finished = {"reason": None, "timed_out": False}
+    for index in range(1, runs + 1):
+        try:
+            status = json.loads((run_dir / f"run-{index}.json").read_text(encoding="utf-8"))
+            exit_code, seconds = int(status["exit"]), float(status["seconds"])
+        except (OSError, ValueError, TypeError, KeyError):
+            spent = sum(c.duration_s for c in done)
+            rest = cmd.model_copy(update={"duration_s": max(0.0, cmd.duration_s - spent)})
+            done.append(rest if cmd.exit_code != 0 or cmd.reason else _died(rest))
+            return done
+        update = {"exit_code": exit_code, "duration_s": seconds, **finished}
+        done.append(cmd.model_copy(update=update))
+        if exit_code != 0:
+            break
+    start_up = max(0.0, cmd.duration_s - sum(c.duration_s for c in done))
+    done[0] = done[0].model_copy(update={"duration_s": done[0].duration_s + start_up})
+    return done
+
+
+def _died(cmd: CommandResult) -> CommandResult:
+    """The process exited 0 yet a run left no status: count it as a run that did not finish."""
+    return cmd.model_copy(update={"exit_code": 1, "stderr": cmd.stderr + "\nrun left no status"})

@@ -107,7 +107,7 @@ def run_tests(
     try:
         copy_resource(chain.resource(PLUGIN), run_dir)
         status_file = run_dir / "status.json"
-        env = _environment(repo, run_dir, roots, packages, status_file, own=own)
+        env = environment(repo, run_dir, roots, packages, status_file, own=own)
         if contexts and coverage:
             env["AUTOPILOT_CONTEXTS"] = "1"
         try:
@@ -117,9 +117,9 @@ def run_tests(
             done.prepared = prepared
             return done
         xml_out = run_dir / "junit.xml"
-        argv = _pytest_argv(repo, py, run_dir, xml_out, specs, exclude, coverage=coverage)
+        argv = pytest_argv(repo, py, run_dir, xml_out, specs, exclude, coverage=coverage)
         cmd = runner.run(argv, cwd=repo, env=env, timeout_s=timeout_s)
-        status = _read_status(status_file)
+        status = read_status(status_file)
         label = py if not own else "Autopilot's isolated interpreter (no project dependencies)"
         result, load_errors = parse_run(
             repo, xml_out, cmd, status=status, packages=packages, python=label
@@ -128,7 +128,7 @@ def run_tests(
         result.target = target
         suite = SuiteResult(validation=result, prepared=prepared, load_errors=load_errors)
         if coverage and (result.loaded or result.examples):
-            _measure(chain, repo, runner, py, env, run_dir, suite, contexts=contexts)
+            measure(chain, repo, runner, py, env, run_dir, suite, contexts=contexts)
         if target is not None:
             result.coverage = suite.files.get(target)
         if reports_dir is not None:
@@ -138,7 +138,7 @@ def run_tests(
         remove_scratch(run_dir)
 
 
-def _environment(
+def environment(
     repo: Path,
     run_dir: Path,
     roots: list[Path],
@@ -163,17 +163,19 @@ def _environment(
     return env
 
 
-def _pytest_argv(
+def pytest_argv(
     repo: Path,
     py: str,
     run_dir: Path,
-    xml_out: Path,
+    xml_out: Path | None,
     specs: list[str],
     exclude: list[str] | None,
     *,
     coverage: bool,
+    module: str = "pytest",
 ) -> list[str]:
-    """pytest (under ``coverage run`` when measuring) with our plugin and a JUnit XML report."""
+    """pytest (under ``coverage run`` when measuring) with our plugin and a JUnit XML report
+    (`xml_out`; None when `module`, a runner of several sessions, names one per session)."""
     measure = [
         py,
         "-m",
@@ -187,10 +189,10 @@ def _pytest_argv(
     return [
         *(measure if coverage else [py]),
         "-m",
-        "pytest",
+        module,
         "-p",
         PLUGIN.removesuffix(".py"),
-        f"--junitxml={xml_out}",
+        *([f"--junitxml={xml_out}"] if xml_out is not None else []),
         # xunit1 keeps the file and line attributes on each testcase.
         "-o",
         "junit_family=xunit1",
@@ -202,7 +204,7 @@ def _pytest_argv(
     ]
 
 
-def _read_status(path: Path) -> dict[str, Any] | None:
+def read_status(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -210,7 +212,7 @@ def _read_status(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _measure(
+def measure(
     chain: Toolchain,
     repo: Path,
     runner: CommandRunner,

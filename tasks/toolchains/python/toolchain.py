@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tasks.core.types import Finding, LintOffense, SuiteProblem
+from tasks.core.types import Finding, LintOffense, SuiteProblem, ValidationResult
 from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
 from tasks.toolchains.files import FileRules
 from tasks.toolchains.mutants import Mutation
-from tasks.toolchains.python import context, files, lint, rubric, run, syntax
+from tasks.toolchains.python import context, files, lint, repeat, rubric, run, syntax
 from tasks.toolchains.python.diagnose import diagnose_pytest
 from tasks.toolchains.python.prepared import PythonEnvBuilder
 from tasks.toolchains.python.pytest_config import python_test_roots
@@ -57,7 +57,8 @@ class PythonPytestToolchain(Toolchain):
         ".coveragerc",
     )
     resource_dir = "tasks/toolchains/python/resources"
-    resources = (run.PLUGIN,)
+    resources = (run.PLUGIN, repeat.REPEAT_NAME)
+    repeats_in_one_process = True
     cache_dirs = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache")
     env_dirs = (".venv", "venv", ".tox")
     output_paths = (".coverage", "coverage.json")
@@ -112,6 +113,11 @@ class PythonPytestToolchain(Toolchain):
         if env.interpreter is None or self.python is not None:
             return self
         return type(self)(python=env.interpreter, prepare=self.prepare, home=self.home)
+
+    def run_repeats(self, *args: Any, **kwargs: Any) -> list[ValidationResult]:
+        """:func:`tasks.toolchains.python.repeat.run_repeats` (one interpreter) with this
+        toolchain's interpreter."""
+        return repeat.run_repeats(self, *args, python=self.python, home=self.home, **kwargs)
 
     def config_digest(self, repo: Path) -> str:
         # Another interpreter is another set of installed packages: another validation. The

@@ -100,18 +100,8 @@ def run_tests(
     run_dir = scratch_dir(repo)
     prepared: list[str] = []
     try:
-        helper = copy_resource(chain.resource(HELPER_NAME), run_dir)
         json_out = run_dir / "rspec.json"
-        coverage_dir = run_dir / "coverage"
-        track = DEFAULT_TRACK if target is None else f"{{app/**/*.rb,lib/**/*.rb,{target}}}"
-        env = {"RAILS_ENV": "test"}
-        if coverage:
-            env |= {
-                "RUBYOPT": f"-r{helper}",
-                "AUTOPILOT_COVERAGE_DIR": str(coverage_dir.relative_to(repo)),
-                "AUTOPILOT_COVERAGE_NAME": f"autopilot-{run_dir.name}",
-                "AUTOPILOT_TRACK_FILES": track,
-            }
+        env = run_env(chain, repo, run_dir, target, coverage=coverage)
         if exclude:
             # Name the remaining spec files: RSpec's --exclude-pattern is a single glob.
             skip = set(exclude)
@@ -140,7 +130,7 @@ def run_tests(
             validation=result, prepared=prepared, load_errors=load_errors_by_file(json_out)
         )
         if coverage:
-            suite.files = _coverage(repo, coverage_dir / ".resultset.json")
+            suite.files = resultset_coverage(repo, run_dir)
         if contexts_out.is_file():
             suite.tested_by = exercised_by(
                 load_contexts(contexts_out, repo), repo, chain.body_lines
@@ -152,6 +142,29 @@ def run_tests(
         return suite
     finally:
         remove_scratch(run_dir)
+
+
+def run_env(
+    chain: Toolchain, repo: Path, run_dir: Path, target: str | None, *, coverage: bool
+) -> dict[str, str]:
+    """A run's environment: the test environment and, when measuring, our SimpleCov helper
+    (copied into `run_dir`) writing to ``run_dir/coverage``."""
+    env = {"RAILS_ENV": "test"}
+    if not coverage:
+        return env
+    helper = copy_resource(chain.resource(HELPER_NAME), run_dir)
+    track = DEFAULT_TRACK if target is None else f"{{app/**/*.rb,lib/**/*.rb,{target}}}"
+    return env | {
+        "RUBYOPT": f"-r{helper}",
+        "AUTOPILOT_COVERAGE_DIR": str((run_dir / "coverage").relative_to(repo)),
+        "AUTOPILOT_COVERAGE_NAME": f"autopilot-{run_dir.name}",
+        "AUTOPILOT_TRACK_FILES": track,
+    }
+
+
+def resultset_coverage(repo: Path, run_dir: Path) -> dict[str, FileCoverage]:
+    """Every file's coverage from the run's SimpleCov resultset ({} when there is none)."""
+    return _coverage(repo, run_dir / "coverage" / ".resultset.json")
 
 
 _LOADING = re.compile(r"An error occurred while loading (?:\./)?(?P<path>\S+?_spec\.rb)")

@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tasks.core.types import Finding, LintOffense, SuiteProblem
+from tasks.core.types import Finding, LintOffense, SuiteProblem, ValidationResult
 from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
 from tasks.toolchains.files import FileRules
 from tasks.toolchains.mutants import Mutation
-from tasks.toolchains.ruby import context, files, lint, rubric, run, syntax
+from tasks.toolchains.ruby import context, files, lint, repeat, rubric, run, syntax
 from tasks.toolchains.ruby.bundle import BundleBuilder
 from tasks.toolchains.ruby.diagnose import diagnose_rspec
 
@@ -49,7 +49,7 @@ class RubyRspecToolchain(Toolchain):
         ".ruby-version",
     )
     resource_dir = "tasks/toolchains/ruby/resources"
-    resources = (run.HELPER_NAME, DEFAULT_RUBOCOP_CONFIG, run.CONTEXTS_NAME)
+    resources = (run.HELPER_NAME, DEFAULT_RUBOCOP_CONFIG, run.CONTEXTS_NAME, repeat.REPEAT_NAME)
     env_dirs = (".bundle",)
     output_paths = ("tmp", "log", "coverage")
     manifests = ("Gemfile", "Gemfile.lock", "gems.rb", "gems.locked", "*.gemspec")
@@ -57,6 +57,7 @@ class RubyRspecToolchain(Toolchain):
     assertion_words = r"\b(expect|is_expected|should|assert\w*)\b"
     skip_words = r"(\bxit\b|\bxdescribe\b|\bxcontext\b|\bskip\b|\bpending\b)"
     mock_words = r"\b(instance_double|receive\(|RSpec::Mocks)"
+    repeats_in_one_process = True
 
     @classmethod
     def detect(cls, repo: Path) -> bool:
@@ -83,6 +84,11 @@ class RubyRspecToolchain(Toolchain):
         has_schema = (db / "schema.rb").is_file() or (db / "structure.sql").is_file()
         task = "db:schema:load" if has_schema else "db:prepare"
         return ["bin/rails", task], {"RAILS_ENV": "test", "DISABLE_DATABASE_ENVIRONMENT_CHECK": "1"}
+
+    def run_repeats(self, *args: Any, **kwargs: Any) -> list[ValidationResult]:
+        """:func:`tasks.toolchains.ruby.repeat.run_repeats` (one Ruby process) with this
+        toolchain."""
+        return repeat.run_repeats(self, *args, **kwargs)
 
     def load_error_files(self, text: str) -> list[str]:
         return [m.group("path") for m in _LOADING.finditer(text)]

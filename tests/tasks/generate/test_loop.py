@@ -277,3 +277,35 @@ def test_file_time_limit_stops_between_steps(project: Path, mistral_server: Mist
     assert outcome.verdict == "error"
     assert outcome.reasons == [f"{SOURCE}: time limit of 0.001 s reached"]
     assert len(mistral_server.requests) == 1 and outcome.iterations == 2
+
+
+# Passes in a fresh process; a second run in the same process sees the list it left behind.
+LEAKY = (
+    GOOD
+    + """
+
+SEEN: list[int] = []
+
+
+def test_render_table_is_rendered_once():
+    SEEN.append(1)
+    assert len(SEEN) == 1
+"""
+)
+
+
+def test_a_test_that_fails_on_a_repeat_is_rejected_as_flaky(
+    project: Path, mistral_server: MistralServer
+) -> None:
+    """The re-runs come from the round's one process (python repeats in one interpreter): the
+    second run fails, the flaky gate says which re-run, and the judge is never asked."""
+    mistral_server.add(Rule(name="judge", schema_name="judge_verdict", replies=[judge_reply(1.0)]))
+    mistral_server.add(Rule(name="generate", contains="# Task: test", replies=[files_reply(LEAKY)]))
+
+    outcome = _run(project, mistral_server, _settings(flaky_runs=2), iterations=1)
+
+    assert outcome.verdict == "rejected" and outcome.gate == "flaky", outcome.reasons
+    assert outcome.reasons[0].startswith("re-run 1 of")
+    assert outcome.validation is not None and outcome.validation.passed
+    assert [r.passed for r in outcome.reruns] == [False]
+    assert not any(r.schema_name == "judge_verdict" for r in mistral_server.requests)

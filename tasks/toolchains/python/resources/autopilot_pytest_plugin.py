@@ -15,7 +15,8 @@ It runs with the project's interpreter, so it uses nothing but the standard libr
 
 Settings come from the environment: AUTOPILOT_STATUS (status file), AUTOPILOT_ROOTS (JSON list
 of directories), AUTOPILOT_PACKAGES (JSON list of the project's top-level package names),
-AUTOPILOT_CONTEXTS.
+AUTOPILOT_CONTEXTS. The status file's name is read when the session ends, and the counts start
+again with each session: ``autopilot_pytest_repeat`` runs several sessions in one process.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from typing import Any
 
 import pytest
 
-_STATUS = os.environ.get("AUTOPILOT_STATUS", "")
 _ROOTS = json.loads(os.environ.get("AUTOPILOT_ROOTS", "[]"))
 _PACKAGES = json.loads(os.environ.get("AUTOPILOT_PACKAGES", "[]"))
 _CONTEXTS = os.environ.get("AUTOPILOT_CONTEXTS") == "1"
@@ -59,6 +59,13 @@ def pytest_cmdline_main(config: Any) -> Any:
         option.dist = "no"
         option.tx = []
     yield
+
+
+def pytest_sessionstart(session: Any) -> None:
+    _state.clear()
+    _state.update({"collected": None, "exitstatus": None, "rootdir": None})
+    _reported.clear()
+    _context["current"] = None
 
 
 def pytest_collection_finish(session: Any) -> None:
@@ -113,7 +120,8 @@ def pytest_sessionfinish(session: Any, exitstatus: Any) -> None:
     _state["stopped"] = str(session.shouldstop or session.shouldfail or "") or None
     imports = {name: _imported_from(name) for name in _PACKAGES}
     _state["imports"] = {name: where for name, where in imports.items() if where is not None}
-    if not _STATUS:
+    status = os.environ.get("AUTOPILOT_STATUS", "")
+    if not status:
         return
-    with open(_STATUS, "w", encoding="utf-8") as fh:
+    with open(status, "w", encoding="utf-8") as fh:
         json.dump(_state, fh)
