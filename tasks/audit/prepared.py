@@ -22,16 +22,14 @@ from pathlib import Path
 from tasks.core.config import Settings
 from tasks.core.errors import AutopilotError
 from tasks.core.run_context import RunContext, run_context
+from tasks.core.types import SuiteProblem, ValidationResult
 from tasks.envs import EnvProblem, PreparedEnv, RunNeeds, prepare_environment, user_environment
 from tasks.sandbox.make import make_runner
 from tasks.services import ServiceError, Services, running_services
+from tasks.toolchains.base import SuiteResult
 from tasks.toolchains.registry import toolchain_class
 
 log = logging.getLogger(__name__)
-
-
-class RunNotReady(AutopilotError):
-    """The run's environment or services could not be made ready (one line)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +40,8 @@ class PreparedRun:
     services: Services | None = None
     schema: str | None = None
     problem: str | None = None
+    #: The same, as the problem of a suite that did not run (tool, cause, message).
+    suite_problem: SuiteProblem | None = None
 
 
 @contextlib.contextmanager
@@ -61,7 +61,14 @@ def prepared_run(
     builder = chain.env_builder()
     outcome = prepare_environment(project, builder, home=settings.home, settings=settings.envs)
     if isinstance(outcome, EnvProblem):
-        yield PreparedRun(problem=outcome.one_line())
+        tool = builder.tool if builder is not None else outcome.stack
+        why = SuiteProblem(
+            tool=tool,
+            cause="environment",
+            message=outcome.message,
+            hint=f"environment {outcome.name} not built: {outcome.cause}",
+        )
+        yield PreparedRun(problem=outcome.one_line(), suite_problem=why)
         return
     if outcome is not None:
         log.info("environment %s %s", outcome.name, "built" if outcome.built else "reused")
@@ -74,7 +81,8 @@ def prepared_run(
         try:
             services = stack.enter_context(running_services(settings.services))
         except ServiceError as exc:
-            yield PreparedRun(env=outcome, problem=f"services: {exc}")
+            why = SuiteProblem(tool="services", cause="environment", message=str(exc))
+            yield PreparedRun(env=outcome, problem=f"services: {exc}", suite_problem=why)
             return
         needs = needs.merged(services.needs())
         declared = settings.services.any
@@ -94,4 +102,23 @@ def prepared_run(
                 schema = services.prepare_schema(runner, project, chain.schema_command(project))
             except (ServiceError, AutopilotError) as exc:
                 problem = f"services: {exc}"
-        yield PreparedRun(env=outcome, services=services, schema=schema, problem=problem)
+        schema_problem = (
+            SuiteProblem(tool="services", cause="environment", message=problem.split(": ", 1)[1])
+            if problem
+            else None
+        )
+        yield PreparedRun(
+            env=outcome,
+            services=services,
+            schema=schema,
+            problem=problem,
+            suite_problem=schema_problem,
+        )
+
+
+def not_ready_suite(toolchain: str, line: str, problem: SuiteProblem | None) -> SuiteResult:
+    """A suite that did not run because its environment or a service is not ready: every
+    report shows `problem` (a person fixes it) and nothing counts as passed."""
+    why = problem or SuiteProblem(tool="autopilot", cause="environment", message=line)
+    validation = ValidationResult(toolchain=toolchain, loaded=False, load_error=line, problem=why)
+    return SuiteResult(validation=validation)

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from judge.static import check_file
 from tasks.audit.baseline import run_baseline
-from tasks.audit.prepared import RunNotReady, prepared_run
+from tasks.audit.prepared import not_ready_suite, prepared_run
 from tasks.audit.report import AuditReport, suite_report
 from tasks.core.config import load_settings
 from tasks.core.errors import BadInputError
@@ -123,15 +123,16 @@ def audit_repo(repo: Path, ref: str = "HEAD", steps: AuditSteps | None = None) -
             len(mapping.untested),
         )
         with prepared_run(settings, project, wt, mapping.toolchain) as ready:
-            if ready.problem:
-                raise RunNotReady(f"{path.name}: {ready.problem}")
             chain = toolchain_for(settings, mapping.toolchain)
-            log.info("running the suite with coverage (%s sandbox)", settings.sandbox.backend)
             with job_context("audit"):  # its own database: the template stays clean
                 runner = make_runner(
                     settings.sandbox, root=wt, toolchain_dirs=chain.sandbox_dirs(project)
                 )
-                suite = steps.suite(project, chain, runner, settings.sandbox.spec_timeout_s)
+                if ready.problem:
+                    suite = not_ready_suite(chain.name, ready.problem, ready.suite_problem)
+                else:
+                    log.info("running the suite (%s sandbox)", settings.sandbox.backend)
+                    suite = steps.suite(project, chain, runner, settings.sandbox.spec_timeout_s)
             specs = sorted(
                 set(list_specs(project, mapping.toolchain))
                 | {s for f in mapping.files for s in f.specs}

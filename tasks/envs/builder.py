@@ -22,6 +22,8 @@ class EnvBuilder(Protocol):
 
     #: The environment's name prefix (``<stack>-<key>``): lowercase letters only.
     stack: str
+    #: The installer a failed build names (``bundler``, ``pip``): the tool of the suite problem.
+    tool: str
 
     def lock_inputs(self, project: Path) -> list[Path]:
         """The files the environment is built from; empty when there is nothing to build."""

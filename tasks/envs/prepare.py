@@ -127,7 +127,7 @@ def _problem(home: Path, stack: str, name: str, exc: BuildFailed) -> EnvProblem:
         message=exc.message,
         log=str(kept) if kept else None,
     )
-    log.warning("%s", problem.one_line())
+    log.info("%s", problem.one_line())  # the caller reports it, once
     return problem
 
 

@@ -215,6 +215,8 @@ class PythonEnvBuilder:
     from `base_python` (default: the interpreter Autopilot runs on)."""
 
     stack = "python"
+    #: The installer a failed build names (a suite problem's tool).
+    tool = "pip"
 
     def __init__(self, base_python: str | None = None) -> None:
         self.base_python = base_python or default_base_python()

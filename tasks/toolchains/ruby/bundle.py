@@ -95,6 +95,8 @@ class BundleBuilder:
     """The ruby-rspec toolchain's :class:`tasks.envs.builder.EnvBuilder`."""
 
     stack = "ruby"
+    #: The installer a failed build names (a suite problem's tool).
+    tool = "bundler"
 
     def lock_inputs(self, project: Path) -> list[Path]:
         """Gemfile, Gemfile.lock and vendor/cache's gems; empty without a Gemfile.lock."""

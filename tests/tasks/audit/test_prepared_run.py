@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.audit.prepared import RunNotReady, prepared_run
+from tasks.audit.prepared import prepared_run
 from tasks.audit.run import audit_repo
 from tasks.core.config import load_settings
 from tasks.core.run_context import current_run_context, job_context
@@ -94,10 +94,12 @@ def test_unresolvable_lock_is_one_line_and_no_run(
     gemfile = project / "Gemfile"
     gemfile.write_text(gemfile.read_text() + 'gem "rspec-mocks", "~> 3.12"\n')
     _committed(project, "[envs]\nnetwork = false\n")
-    with pytest.raises(RunNotReady) as err:
-        audit_repo(project)
-    line = str(err.value)
+    report = audit_repo(project)
+    problem = report.suite.problem
+    assert problem is not None and problem.tool == "bundler" and problem.cause == "environment"
+    line = problem.one_line()
     assert "lock_unresolvable" in line and "bundle lock" in line and "\n" not in line
+    assert report.summary.specs_passing == 0
 
 
 def test_a_database_server_the_machine_lacks_is_one_line(
@@ -106,10 +108,12 @@ def test_a_database_server_the_machine_lacks_is_one_line(
     monkeypatch.setenv("AUTOPILOT_HOME", str(tmp_path / "home"))
     repo = make_example_repo("rails_pg", tmp_path / "library")
     (repo / "autopilot.toml").write_text('[services]\npostgres = "99"\n')
-    with pytest.raises(RunNotReady) as err:
-        audit_repo(repo)
-    line = str(err.value)
-    assert "services:" in line and "99" in line and "\n" not in line
+    report = audit_repo(repo)
+    problem = report.suite.problem
+    assert problem is not None and problem.tool == "services"
+    line = problem.one_line()
+    assert line.startswith("services:") and "99" in line and "\n" not in line
+    assert report.summary.specs_passing == 0
 
 
 def test_postgres_example_each_job_on_its_own_database(
