@@ -3,7 +3,8 @@
 `app/models/customer.rb`: a first draft that does not load (a missing parenthesis), then, fed
 RSpec's load error, a passing spec (with an extra blank line RuboCop's autocorrect removes).
 `app/serializers/order_serializer.rb`: a spec that passes with full coverage but only checks that
-keys exist, which the judge scores low: rejected, with the judge's reasons.
+keys exist, which the judge scores low; its reasons go back to the model, which keeps its spec:
+rejected when the rounds run out, with the judge's reasons.
 """
 
 from __future__ import annotations
@@ -135,7 +136,14 @@ def answer(text: str, schema_name: str | None) -> str:
     """The scripted reply to a request whose messages read `text`."""
     if schema_name == "judge_verdict":
         return judge_reply(text)
-    if "# Task: fix the tests" in text and CUSTOMER in text:
+    if f"# Task: fix the tests of `{SERIALIZER}`" in text:
+        # The judge's reasons come back: this scripted model keeps its spec, so the file is
+        # judged low again and rejected when its rounds run out.
+        return files_reply(
+            "The spec already runs every line of as_json; I kept it.",
+            (SERIALIZER_SPEC, SERIALIZER_WEAK),
+        )
+    if f"# Task: fix the tests of `{CUSTOMER}`" in text:
         return files_reply(
             "The spec did not load: a parenthesis was missing after total_spent_cents.",
             (CUSTOMER_SPEC, CUSTOMER_GOOD),
