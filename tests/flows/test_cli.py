@@ -31,7 +31,7 @@ def test_v_is_progress_and_vv_adds_http_requests(tmp_path: Path) -> None:
     nightly = ["nightly", "--repo", str(repo), "--max-files", "1", "--json"]
     nightly += ["--archive", str(tmp_path / "archive")]
     progress = _stderr("-v", *nightly)
-    assert "INFO flows.nightly: baseline of inv: 6 files" in progress
+    assert "INFO flows.nightly_baseline: baseline of inv: 6 files" in progress
     assert "INFO prefect.flow_runs:" in progress
     assert "HTTP Request" not in progress and "httpcore" not in progress
     detail = _stderr("-vv", *nightly)
