@@ -214,6 +214,8 @@ def _task_failure(job: FileJob, exc: Exception, limit_s: float) -> str:
 def _run_targets(
     jobs: list[FileJob], targets: list[Target], progress_key: str
 ) -> list[FileOutcome]:
+    if not jobs:
+        return []
     progress = cast(
         UUID, create_progress_artifact(0.0, key=progress_key, description="Files finished")
     )
