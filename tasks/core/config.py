@@ -20,7 +20,6 @@ from pydantic import (
     StringConstraints,
     TypeAdapter,
     ValidationError,
-    ValidationInfo,
     field_validator,
 )
 from pydantic_settings import (
@@ -32,6 +31,7 @@ from pydantic_settings import (
 from tasks.core.errors import ConfigError
 from tasks.core.host_paths import forbidden_reason
 from tasks.core.run_settings import EnvSettings, ForgeSettings, ServicesSettings
+from tasks.core.settings_base import _Group
 
 CONFIG_FILE = "autopilot.toml"
 M = TypeVar("M", bound=BaseModel)
@@ -47,25 +47,6 @@ def declared_path_problem(path: str, autopilot_home: str | None = None) -> str |
     if reason is None and not os.path.exists(path):
         reason = f"{path}: does not exist"
     return reason
-
-
-class _Group(BaseModel):
-    """A settings group: an empty string given to an optional setting (a key, a URL, a name
-    whose default is None) means unset, as compose and CI pass a variable that is not set."""
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _empty_is_unset(cls, value: Any, info: ValidationInfo) -> Any:
-        return empty_is_unset(cls, value, info)
-
-
-def empty_is_unset(cls: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
-    """None for a blank string (or SecretStr) given to a field whose default is None."""
-    field = cls.model_fields.get(info.field_name or "")
-    raw = value.get_secret_value() if isinstance(value, SecretStr) else value
-    if field is not None and field.default is None and isinstance(raw, str) and not raw.strip():
-        return None
-    return value
 
 
 class ModelNames(_Group):

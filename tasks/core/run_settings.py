@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from tasks.core.settings_base import _Group
 
-class EnvSettings(BaseModel):
+
+class EnvSettings(_Group):
     """Prepared environments: built once per lock file and toolchain, reused read-only."""
 
     model_config = ConfigDict(extra="forbid")
@@ -59,7 +61,7 @@ def version_spec(pin: str) -> str:
     return f"=={pin}.*" if _BARE.fullmatch(pin) else pin
 
 
-class ServicesSettings(BaseModel):
+class ServicesSettings(_Group):
     """Throwaway servers per run, from the machine's packages, reachable by socket only.
 
     ``postgres = true`` (or a version pin such as ``"15"`` or ``">=14,<17"``) and
@@ -110,7 +112,7 @@ class ServicesSettings(BaseModel):
 DEFAULT_API = {"github": "https://api.github.com", "gitlab": "https://gitlab.com/api/v4"}
 
 
-class ForgeSettings(BaseModel):
+class ForgeSettings(_Group):
     """A GitHub or GitLab project to open pull (merge) requests on."""
 
     model_config = ConfigDict(extra="forbid")
