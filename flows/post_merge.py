@@ -2,10 +2,11 @@
 
 reports (or a sandboxed suite run) -> scout (parse, group by signature) -> one ``repair-group``
 task per group, in parallel (diagnose -> surgeon -> audit -> route; see tasks/repair/loop.py) ->
-hand-offs: the flow run pauses for a typed :class:`HumanDecision` per group that needs a person
-(approve, reject, or edit with a patch) -> accepted patches applied in order and committed on ONE
-new branch ``autopilot/fix-<short-sha>``, one commit per group, built without touching the
-user's HEAD, index or working tree -> summary, metrics and the whole state archived.
+hand-offs: the flow run pauses (suspends, under a deployment) for a typed
+:class:`HumanDecision` per group that needs a person (approve, reject, or edit with a patch) ->
+accepted patches applied in order and committed on ONE new branch ``autopilot/fix-<short-sha>``,
+one commit per group, built without touching the user's HEAD, index or working tree ->
+summary, metrics and the whole state archived.
 
 The loop is tasks/repair/loop.py, the hand-off tasks/repair/human.py, the branch
 tasks/repair/branch.py. The typed state of every group is archived after every step
@@ -53,17 +54,17 @@ from tasks.audit.prepared import PreparedRun, prepared_run
 from tasks.ci_inputs import ensure_commit
 from tasks.ci_inputs.reports import local_reports
 from tasks.core.config import Settings
-from tasks.core.errors import ArchiveError, AutopilotError, BadInputError
+from tasks.core.errors import ArchiveError, AutopilotError
 from tasks.core.run_context import job_context
 from tasks.core.types import Mapping, SuiteProblem, TestCaseResult
 from tasks.keep.archive import Archive, RunArchive, open_archive
 from tasks.keep.git import resolve_commit, subdir_in_repo, worktree
 from tasks.model.client import ModelClient
 from tasks.repair.branch import commit_fixes
-from tasks.repair.human import HumanDecision, hand_off
+from tasks.repair.human import HumanDecision, deployed, hand_off
 from tasks.repair.knowledge import Knowledge, record_outcomes
 from tasks.repair.loop import RepairEnv, run_group
-from tasks.repair.resume import load_state, reopen
+from tasks.repair.resume import last_number, reopen, resumed_state, suspended_state
 from tasks.repair.scout import (
     environment_group,
     failures_from_suite,
@@ -90,9 +91,11 @@ log = logging.getLogger(__name__)
 class _Saver:
     """Archives states under unique, numbered names (archive objects are immutable)."""
 
-    def __init__(self, archive: RunArchive) -> None:
+    def __init__(self, archive: RunArchive, after: int = 0) -> None:
+        """`after`: the last number already archived (a run resumed after a suspension)."""
         self.archive = archive
-        self._counter = itertools.count(1)
+        self._counter = itertools.count(after + 1)
+        self.calls_key = f"model-calls-{after:03d}.json" if after else "model-calls.json"
 
     def put(self, relpath: str, data: Any) -> None:
         try:
@@ -205,10 +208,12 @@ def post_merge(
         ref = ensure_commit(root, commit).sha
     run_id = str(flow_run.id or uuid.uuid4())
     archive_root = open_archive(settings.archive_uri, home=settings.home)
-    earlier = _resumed_state(archive_root, resume) if resume else None
+    # Under a deployment a hand-off suspends; resumed, the run finds its own archived state.
+    own = suspended_state(archive_root, run_id) if deployed() else None
+    earlier = own[1] if own else resumed_state(archive_root, resume) if resume else None
     base = resolve_commit(root, earlier.base_commit if earlier else ref)
-    run_archive = archive_root.run("post_merge", run_id, dt.date.today())
-    saver = _Saver(run_archive)
+    run_archive = own[0] if own else archive_root.run("post_merge", run_id, dt.date.today())
+    saver = _Saver(run_archive, last_number(run_archive) if own else 0)
     # The model is needed only when something fails (or a raw log needs the scout).
     client = ModelClient.from_settings(settings) if settings.model_configured else None
     try:
@@ -219,7 +224,7 @@ def post_merge(
     finally:
         if client is not None:
             # Every model call: role, model, prompt name/version/hash, tokens, latency, retries.
-            saver.put("model-calls.json", [r.model_dump(mode="json") for r in client.records])
+            saver.put(saver.calls_key, [r.model_dump(mode="json") for r in client.records])
             client.close()
     settle(state)
     delivery = deliver(
@@ -344,14 +349,6 @@ def _close(
     return result
 
 
-def _resumed_state(archive: Archive, run_id: str) -> RepairState:
-    """The state of the archived run `run_id` (BadInputError when it cannot be resumed)."""
-    try:
-        return load_state(archive.find_run("post_merge", run_id))
-    except ArchiveError as exc:
-        raise BadInputError(f"cannot resume run {run_id}: {exc}") from None
-
-
 def _repair_groups(
     state: RepairState, env: RepairEnv, saver: _Saver, human_poll_s: int, name: str
 ) -> None:
@@ -368,7 +365,7 @@ def _repair_groups(
     saver.run(state, "repaired")
     deadline = time.monotonic() + env.settings.repair.human_timeout_s
     for g in state.groups:
-        if g.step == "human" and g.outcome is None:
+        if g.step == "human" and g.outcome is None and g.human is None:
             remaining = max(0.0, deadline - time.monotonic())
             hand_off(g, env, state.run_id, remaining, human_poll_s)
             saver.group(g, "human")

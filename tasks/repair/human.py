@@ -1,9 +1,13 @@
 """The human hand-off: the group's state for a person, a pause for their typed decision.
 
-The flow run pauses with :func:`prefect.flow_runs.pause_flow_run` waiting for a
-:class:`HumanDecision` (approve the last patch, reject, or edit: a patch of their own, checked for
-safety and that it applies). Before waiting it emits ``autopilot.human.needed`` and publishes the
-group's state as a markdown artifact. Unanswered in time, the group ends ``needs_human``.
+The flow run waits for a :class:`HumanDecision` (approve the last patch, reject, or edit: a
+patch of their own, checked for safety and that it applies). Outside a deployment it pauses
+with :func:`prefect.flow_runs.pause_flow_run` (the process waits). Under a deployment it
+suspends with :func:`prefect.flow_runs.suspend_flow_run`: the process exits and the worker is
+free; the resumed run starts the flow again, which reopens its own archived state at the
+hand-off (flows/post_merge.py), and the same call with the same key then returns the answer.
+Before waiting it emits ``autopilot.human.needed`` and publishes the group's state as a
+markdown artifact (once per suspension). Unanswered in time, the group ends ``needs_human``.
 Must be called from inside a flow run.
 """
 
@@ -15,7 +19,7 @@ from typing import Literal
 
 from prefect.artifacts import create_markdown_artifact
 from prefect.exceptions import FlowPauseTimeout
-from prefect.flow_runs import pause_flow_run
+from prefect.flow_runs import pause_flow_run, suspend_flow_run
 from prefect.input import RunInput
 from pydantic import Field, ValidationError
 
@@ -95,11 +99,8 @@ def _check_edit(env: RepairEnv, patch: str) -> str | None:
     return "; ".join(view.info.problems) or None
 
 
-def hand_off(state: GroupState, env: RepairEnv, run_id: str, timeout_s: float, poll_s: int) -> None:
-    """Pause the flow run for a person's decision on `state`; record what they said.
-
-    Unanswered within `timeout_s` (or with a zero timeout): the group ends needs_human.
-    """
+def _announce(state: GroupState, run_id: str) -> None:
+    """Tell people: the ``autopilot.human.needed`` event and the group's state as an artifact."""
     from prefect.events import emit_event
 
     gid = state.group.id
@@ -113,17 +114,57 @@ def hand_off(state: GroupState, env: RepairEnv, run_id: str, timeout_s: float, p
         },
     )
     create_markdown_artifact(handoff_markdown(state), key=f"handoff-{gid}-{run_id[:8].lower()}")
+
+
+def deployed() -> bool:
+    """True inside a flow run of a deployment: a hand-off suspends instead of pausing."""
+    from prefect.runtime import deployment
+
+    return deployment.id is not None
+
+
+def _suspend_key(gid: str) -> str:
+    return f"human-{gid}"
+
+
+def _offered_before(gid: str) -> bool:
+    """True when this flow run already suspended for `gid` (a resumed run reaching the same
+    hand-off again): Prefect saved the decision's schema under the suspension's key."""
+    from prefect.input.actions import read_flow_run_input
+    from prefect.input.run_input import keyset_from_base_key
+
+    schema_key = keyset_from_base_key(f"suspended-{_suspend_key(gid)}")["schema"]
+    return read_flow_run_input(schema_key) is not None
+
+
+def _wait_for_decision(gid: str, timeout_s: float, poll_s: int) -> HumanDecision:
+    """The person's answer: a pause in this process, or a suspension under a deployment
+    (raises Prefect's Pause signal the first time; returns the answer once resumed)."""
+    timeout = max(1, math.ceil(timeout_s))
+    if deployed():
+        return suspend_flow_run(
+            wait_for_input=HumanDecision, timeout=timeout, key=_suspend_key(gid)
+        )
+    return pause_flow_run(
+        wait_for_input=HumanDecision, timeout=timeout, poll_interval=poll_s, key=_suspend_key(gid)
+    )
+
+
+def hand_off(state: GroupState, env: RepairEnv, run_id: str, timeout_s: float, poll_s: int) -> None:
+    """Pause (or suspend, under a deployment) the flow run for a person's decision on `state`;
+    record what they said.
+
+    Unanswered within `timeout_s` (or with a zero timeout): the group ends needs_human.
+    """
+    gid = state.group.id
+    if not (deployed() and _offered_before(gid)):
+        _announce(state, run_id)
     if timeout_s <= 0:
         state.outcome = "needs_human"
         state.reasons.append("handed to a person; the human timeout left no time to wait")
         return
     try:
-        decision = pause_flow_run(
-            wait_for_input=HumanDecision,
-            timeout=max(1, math.ceil(timeout_s)),
-            poll_interval=poll_s,
-            key=f"human-{gid}",
-        )
+        decision = _wait_for_decision(gid, timeout_s, poll_s)
     except FlowPauseTimeout:
         _force_running()
         state.outcome = "needs_human"
@@ -134,6 +175,11 @@ def hand_off(state: GroupState, env: RepairEnv, run_id: str, timeout_s: float, p
         state.outcome = "needs_human"
         state.reasons.append(f"the answer could not be used: {exc.errors()[0]['msg']}")
         return
+    _apply(state, env, decision)
+
+
+def _apply(state: GroupState, env: RepairEnv, decision: HumanDecision) -> None:
+    """The group after a person's `decision`."""
     state.human = HumanDecisionRecord(
         action=decision.action, patch=decision.patch, note=decision.note
     )

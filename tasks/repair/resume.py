@@ -8,15 +8,18 @@ from the last step it finished.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import TypeVar
 
 from pydantic import ValidationError
 
-from tasks.core.errors import ArchiveError
-from tasks.keep.archive import RunArchive
+from tasks.core.errors import ArchiveError, BadInputError
+from tasks.keep.archive import Archive, RunArchive
 from tasks.repair.loop import TOOL_FAILED
 from tasks.repair.state import GroupState, RepairState
+
+log = logging.getLogger(__name__)
 
 M = TypeVar("M", RepairState, GroupState)
 
@@ -49,16 +52,60 @@ def load_state(run: RunArchive) -> RepairState:
     return state
 
 
+def resumed_state(archive: Archive, run_id: str) -> RepairState:
+    """The state of the archived run `run_id` (BadInputError when it cannot be resumed)."""
+    try:
+        return load_state(archive.find_run("post_merge", run_id))
+    except ArchiveError as exc:
+        raise BadInputError(f"cannot resume run {run_id}: {exc}") from None
+
+
+def suspended_state(archive: Archive, run_id: str) -> tuple[RunArchive, RepairState] | None:
+    """The archived state of this same flow run `run_id` when it ran before: a run suspended
+    for a person (a hand-off under a deployment) starts the flow again when it is resumed.
+    None for a run that never archived a state."""
+    try:
+        run = archive.find_run("post_merge", run_id)
+        state = load_state(run)
+    except ArchiveError:
+        return None
+    _adopt(run)
+    return run, state
+
+
+def _adopt(run: RunArchive) -> None:
+    """Put the objects the suspended part archived in `run`'s manifest too (the same bytes
+    again: a no-op in the store), so the manifest the run finally writes lists them all."""
+    try:
+        stored = run.keys()
+        for key in stored:
+            data = None if key == "manifest.json" else run.get_bytes(key)
+            if data is not None:
+                run.put_bytes(key, data)
+    except ArchiveError as exc:  # the run goes on; its manifest may miss the earlier part
+        log.warning("archive: %s", exc)
+
+
+def last_number(run: RunArchive) -> int:
+    """The highest step number archived for `run` (0 for none): a resumed suspension numbers
+    its states after it, so the latest stays the latest."""
+    keys = run.keys()
+    found = [int(m[1]) for k in keys if (m := _RUN_STATE.fullmatch(k))]
+    found += [int(m[2]) for k in keys if (m := _GROUP_STATE.fullmatch(k))]
+    return max(found, default=0)
+
+
 def reopen(state: RepairState, run_id: str, archive_uri: str) -> RepairState:
     """`state` as the start of a new run that resumes it.
 
     Fixed groups are committed again on the new run's branch; a group a tool failure stopped
     (a model or sandbox outage) retries the step that failed, with everything before it kept;
-    a hand-off nobody answered is offered again; a person's decision (risky, failed) stands;
+    a hand-off nobody answered is offered again; a person's decision stands;
     the rest go on from their last step.
     """
     resumed = state.model_copy(deep=True)
-    resumed.resumed_from = state.run_id
+    # The same run resumed after a suspension keeps what it resumed from.
+    resumed.resumed_from = state.resumed_from if state.run_id == run_id else state.run_id
     resumed.run_id, resumed.archive_uri, resumed.branch = run_id, archive_uri, None
     for g in resumed.groups:
         if g.outcome in FINAL_OUTCOMES:
