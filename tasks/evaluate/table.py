@@ -4,15 +4,15 @@ Plain functions; the command (flows/commands/eval.py) runs the flows and hands t
 here. Every figure follows from the runs' own records:
 
 - first-draft load / pass rate: of the files the model worked on, how many first drafts loaded
-  and how many passed every example. A file done in one round was judged on its final run; for
-  the others the fix prompt of round 2 carries round 1's exact failure output, whose sections
-  (:func:`tasks.model.feedback.format_failure_output`) say whether it loaded and what failed;
+  and how many passed every example, read from the outcome's structured round records
+  (:class:`tasks.generate.types.RoundRecord`, round 1), never from prompt text;
 - iterations to pass: mean rounds of the accepted files;
 - coverage before / after: mean line coverage of the target files (after = the accepted test's
   coverage, else the unchanged before);
 - judge before / after per file kind: before is the static rubric score of the spec that
   existed (0 when there was none: no test scores the lowest level); after is the LLM judge's
   score of the accepted spec;
+- mutation score: mean over the accepted files that have one (issue 15);
 - autonomous fix / human intervention rate: the repair's own metrics over its failure groups;
 - repair categories and outcomes: the shares of the repair's groups (issue 15);
 - tokens: spent this run; tokens of outcomes re-used from the cache are counted apart
@@ -47,9 +47,6 @@ PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
     "devstral-small-latest": (0.1, 0.3),
     "devstral-medium-latest": (0.4, 2.0),
 }
-# Markers of format_failure_output's sections (tasks/model/feedback.py).
-LOAD_ERROR_MARK = "Load error (the test file could not be loaded):"
-FAILED_MARKS = ("Failing examples (", "No example ran:", "Run stopped:", LOAD_ERROR_MARK)
 
 
 class KindScores(BaseModel):
@@ -72,6 +69,9 @@ class QualityTable(BaseModel):
     coverage_before: float | None
     coverage_after: float | None
     judge: list[KindScores]
+    mutation_score: float | None = Field(
+        None, description="Mean mutation score of the accepted files that have one"
+    )
     regressions: int = 0
     failing_tests: int = 0
     failure_groups: int = 0
@@ -98,18 +98,10 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def first_draft(outcome: FileOutcome) -> tuple[bool, bool] | None:
-    """(loaded, passed) of the file's first draft; None when no draft was ever run."""
-    if outcome.iterations <= 0 or outcome.validation is None:
-        return None
-    if outcome.iterations == 1:
-        v = outcome.validation
-        return v.loaded, v.passed
-    fixes = [e for e in outcome.exchanges if e.prompt_name == "fix" and e.iteration == 2]
-    if not fixes:
-        return None
-    text = "\n".join(m.get("content", "") for m in fixes[0].messages)
-    loaded = LOAD_ERROR_MARK not in text
-    return loaded, loaded and not any(mark in text for mark in FAILED_MARKS)
+    """(loaded, passed) of the file's first draft, from its round records; None when no draft
+    was ever measured."""
+    first = next((r for r in outcome.rounds if r.round == 1), None)
+    return None if first is None else (first.loaded, first.passed)
 
 
 def price_per_token(model: str) -> float | None:
@@ -174,6 +166,7 @@ def quality_table(
             ]
         ),
         judge=judge,
+        mutation_score=_mean([o.mutation_score for o in accepted if o.mutation_score is not None]),
         tokens=tokens,
         cached_tokens=sum(o.tokens for o in worked if o.cached),
         tokens_per_file=None,
@@ -233,6 +226,7 @@ def rows(table: QualityTable) -> list[tuple[str, str]]:
             (f"judge {k.kind} ({k.files} files)", f"{num(k.judge_before)} -> {num(k.judge_after)}")
         )
     out += [
+        ("mutation score (accepted)", pct(table.mutation_score)),
         ("regressions injected", str(table.regressions)),
         ("failing tests / groups", f"{table.failing_tests} / {table.failure_groups}"),
         ("autonomous fix rate", pct(table.autonomous_fix_rate)),

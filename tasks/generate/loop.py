@@ -28,7 +28,7 @@ from tasks.generate.files import read_back, snapshot, write_files
 from tasks.generate.gates import Evidence, GateDecision, GateName, evaluate, execution
 from tasks.generate.mutation import mutation_score, survivors_feedback
 from tasks.generate.numbered import numbered, numbered_for
-from tasks.generate.rounds import BudgetExhaustedError, Conversation
+from tasks.generate.rounds import BudgetExhaustedError, Conversation, round_record
 from tasks.generate.skills import Skill
 from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome, JudgeRecord
@@ -268,6 +268,7 @@ def _rounds(
         originals.update(snapshot(job.project, [p for p in talk.files if p not in originals]))
         evidence = _measure(job, talk)
         decision = evaluate(evidence, job.settings.gates, skip=_ROUND)
+        outcome.rounds.append(round_record(iteration, evidence.validation, decision.gate))
         log.info("%s: iteration %d: %s", target.source, iteration, decision.gate or "clean")
         if decision.accepted:
             break

@@ -1,10 +1,12 @@
 """The quality table (issue 15): tokens of cached outcomes are counted apart, never as spent;
-the repair's category and outcome shares are in the table."""
+the repair's category and outcome shares are in the table; first-draft rates come from the
+structured round records (never prompt text); the mutation score column."""
 
 from __future__ import annotations
 
+from tasks.core.types import Exchange
 from tasks.evaluate.table import quality_table, rows
-from tasks.generate.types import FileOutcome
+from tasks.generate.types import FileOutcome, RoundRecord
 from tasks.repair.state import Metrics, RepairSummary
 
 
@@ -65,3 +67,51 @@ def test_repair_shares_are_in_the_table_when_the_repair_had_groups() -> None:
     assert table.repair_categories == {"code-side": 0.5, "flaky": 0.5}
     assert table.repair_outcomes == {"fixed": 0.5, "needs_human": 0.5}
     assert ("repair categories", "code-side 50%, flaky 50%") in rows(table)
+
+
+def test_first_draft_rates_come_from_the_round_records_not_the_prompts() -> None:
+    # a: its first draft did not load, though round 2's prompt text says nothing of it.
+    a = _outcome("a.py", 0, cached=False)
+    a.iterations = 2
+    a.rounds = [
+        RoundRecord(round=1, loaded=False, passed=False, gate="load"),
+        RoundRecord(round=2, loaded=True, passed=True),
+    ]
+    a.exchanges = [
+        Exchange(
+            iteration=2,
+            prompt_name="fix",
+            prompt_version="1",
+            prompt_sha256="s",
+            messages=[{"role": "user", "content": "ok"}],
+        )
+    ]
+    # b: loaded but failed, although its prompts carry a load-error text.
+    b = _outcome("b.py", 0, cached=False)
+    b.rounds = [RoundRecord(round=1, loaded=True, passed=False, gate="pass")]
+    b.exchanges = [
+        Exchange(
+            iteration=2,
+            prompt_name="fix",
+            prompt_version="1",
+            prompt_sha256="s",
+            messages=[
+                {"role": "user", "content": "Load error (the test file could not be loaded):"}
+            ],
+        )
+    ]
+    c = _outcome("c.py", 0, cached=False)  # never measured (no round): left out
+    table = quality_table([a, b, c], static_before={}, nightly_tokens=0, generator_model="x")
+    assert (table.first_draft_load_rate, table.first_draft_pass_rate) == (0.5, 0.0)
+
+
+def test_mutation_score_is_the_mean_over_accepted_files_that_have_one() -> None:
+    a, b, c, d = (_outcome(f"{n}.py", 0, cached=False) for n in "abcd")
+    a.mutation_score, b.mutation_score = 0.5, 1.0
+    c.mutation_score = None  # accepted, not scored: left out
+    d.mutation_score, d.verdict = 0.0, "rejected"  # not accepted: left out
+    table = quality_table([a, b, c, d], static_before={}, nightly_tokens=0, generator_model="x")
+    assert table.mutation_score == 0.75
+    assert ("mutation score (accepted)", "75%") in rows(table)
+    none = quality_table([c], static_before={}, nightly_tokens=0, generator_model="x")
+    assert none.mutation_score is None
