@@ -219,7 +219,7 @@ def _score_mutants(job: Job, outcome: FileOutcome, talk: Conversation, evidence:
         chain=job.chain,
         runner=job.runner,
         limit=gates.max_mutants,
-        cache_dir=job.settings.home / "cache" / "mutants",
+        cache_dir=job.settings.cache_root / "mutants",
         timeout_s=job.settings.sandbox.spec_timeout_s,
     )
     outcome.mutation, outcome.mutation_score = record, record.score

@@ -4,12 +4,15 @@ the scripted replies, the user's repository is never touched, and bad input is e
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from flows.commands.eval import run
+from flows.evaluate import private_cache
+from tasks.core.config import load_settings
 from tasks.core.types import FileCoverage
 from tasks.evaluate.mutations import Mutation, apply, choose, covered_lines
 from tasks.evaluate.table import price_per_token
@@ -61,6 +64,11 @@ def test_table_follows_from_the_scripted_replies_and_the_repo_is_untouched(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     head = git(repo, "rev-parse", "HEAD").strip()
+    caches = Path(os.environ["AUTOPILOT_HOME"]) / "cache"
+    for name in ("nightly", "mutants", "repair"):  # the nightly's own caches, with an entry
+        (caches / name).mkdir(parents=True, exist_ok=True)
+        (caches / name / "entry.json").write_text("{}")
+    cache_files = sorted(str(p) for p in caches.rglob("*"))
     mistral_server.add(Rule(schema_name="judge_verdict", replies=[ok(judge_reply(0.8), **TOKENS)]))
     mistral_server.add(
         Rule(about="src/inventory/reports.py", replies=[ok(files_reply(GOOD), **TOKENS)])
@@ -108,6 +116,9 @@ def test_table_follows_from_the_scripted_replies_and_the_repo_is_untouched(
     assert table["cost_per_file_usd"] == pytest.approx(275 * price, abs=1e-6)
     assert table["regressions"] == 0 and table["autonomous_fix_rate"] is None
     assert doc["repair"] is None
+    # Eval used a private cache: the nightly's caches are exactly as they were.
+    assert sorted(str(p) for p in caches.rglob("*")) == cache_files
+    assert "AUTOPILOT_CACHE_DIR" not in os.environ
     # The user's repository: same HEAD, same branches, clean.
     assert git(repo, "rev-parse", "HEAD").strip() == head
     assert git(repo, "branch", "--list").split() == ["*", "main"]
@@ -247,3 +258,17 @@ def test_choice_is_deterministic_one_per_line_and_bounded() -> None:
     mutated = texts["p.py"].splitlines()
     for m in mutations:
         assert mutated[m.line - 1] == apply(PY_SOURCE, m).splitlines()[m.line - 1]
+
+
+def test_private_cache_redirects_every_cache_and_is_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AUTOPILOT_CACHE_DIR", raising=False)
+    home_cache = load_settings(None).cache_root
+    with private_cache(tmp_path / "c") as directory:
+        assert load_settings(None).cache_root == directory == tmp_path / "c"
+    assert load_settings(None).cache_root == home_cache
+    monkeypatch.setenv("AUTOPILOT_CACHE_DIR", str(tmp_path / "mine"))
+    with private_cache(tmp_path / "c"):
+        assert load_settings(None).cache_root == tmp_path / "c"
+    assert load_settings(None).cache_root == tmp_path / "mine"
