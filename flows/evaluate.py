@@ -22,11 +22,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from flows.eval_before import judge_before
 from flows.nightly import nightly
 from flows.post_merge import post_merge
 from flows.runtime import flow_runtime
 from tasks.core.config import load_settings
-from tasks.evaluate.regressions import Injected, inject, static_before
+from tasks.evaluate.regressions import Injected, inject
 from tasks.evaluate.table import EvalReport, clone, quality_table
 from tasks.keep.git import subdir_in_repo
 from tasks.repair.state import RepairSummary
@@ -59,6 +60,9 @@ def evaluate(
             report = nightly.with_options(task_runner=runner)(
                 repo=str(project), only=list(only) if only else None, archive=str(archive)
             )
+            before, before_tokens = judge_before(
+                project, report.archive_uri, report.files, settings
+            )
             if regressions:
                 injected = inject(project, work, sub, regressions, seed, load_settings(project))
                 if injected.commit:
@@ -71,8 +75,8 @@ def evaluate(
                     )
     table = quality_table(
         report.files,
-        static_before=static_before(report.archive_uri),
-        nightly_tokens=report.tokens,
+        before=before,
+        nightly_tokens=report.tokens + before_tokens,
         generator_model=settings.models.generator,
         repair=repair,
         regressions=len(injected.mutations),
