@@ -6,21 +6,28 @@ covered source lines, the mutations are committed on a new branch of the clone
 (:mod:`tasks.evaluate.regressions`), and the post-merge repair runs on that commit with no human
 wait (a hand-off ends "needs human" at once, which is what the human intervention rate counts).
 Both runs are archived under ``$AUTOPILOT_HOME/eval/<stamp>`` (a local directory, so the table can
-read the nightly's targets back).
+read the nightly's targets back; the repair's knowledge of past fixes is that archive's, so it
+starts empty). Every cache (nightly outcomes, repair replies and re-runs, mutants) is private to
+the run: ``AUTOPILOT_CACHE_DIR`` points at the clone's temporary directory while the flows run,
+so nothing is re-used from (or written to) the nightly's caches and every token is really spent.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from flows.eval_before import judge_before
 from flows.nightly import nightly
 from flows.post_merge import post_merge
 from flows.runtime import flow_runtime
 from tasks.core.config import load_settings
-from tasks.evaluate.regressions import Injected, inject, static_before
+from tasks.evaluate.regressions import Injected, inject
 from tasks.evaluate.table import EvalReport, clone, quality_table
 from tasks.keep.git import subdir_in_repo
 from tasks.repair.state import RepairSummary
@@ -49,9 +56,12 @@ def evaluate(
         work = clone(root, Path(tmp) / "repo")
         project = work / sub if sub else work
         runner: Any = ThreadPoolTaskRunner(max_workers=settings.model.max_concurrency)
-        with flow_runtime(verbose), tags("autopilot", "eval"):
+        with private_cache(Path(tmp) / "cache"), flow_runtime(verbose), tags("autopilot", "eval"):
             report = nightly.with_options(task_runner=runner)(
                 repo=str(project), only=list(only) if only else None, archive=str(archive)
+            )
+            before, before_tokens = judge_before(
+                project, report.archive_uri, report.files, settings
             )
             if regressions:
                 injected = inject(project, work, sub, regressions, seed, load_settings(project))
@@ -65,8 +75,8 @@ def evaluate(
                     )
     table = quality_table(
         report.files,
-        static_before=static_before(report.archive_uri),
-        nightly_tokens=report.tokens,
+        before=before,
+        nightly_tokens=report.tokens + before_tokens,
         generator_model=settings.models.generator,
         repair=repair,
         regressions=len(injected.mutations),
@@ -79,3 +89,18 @@ def evaluate(
         nightly=report.public(),
         repair=repair,
     )
+
+
+@contextmanager
+def private_cache(directory: Path) -> Iterator[Path]:
+    """``AUTOPILOT_CACHE_DIR`` set to `directory` while the block runs (the flows load their
+    settings themselves, and the environment wins over autopilot.toml), then restored."""
+    old = os.environ.get("AUTOPILOT_CACHE_DIR")
+    os.environ["AUTOPILOT_CACHE_DIR"] = str(directory)
+    try:
+        yield directory
+    finally:
+        if old is None:
+            os.environ.pop("AUTOPILOT_CACHE_DIR", None)
+        else:
+            os.environ["AUTOPILOT_CACHE_DIR"] = old

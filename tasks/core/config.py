@@ -191,6 +191,11 @@ class Settings(_Group, BaseSettings):
         "(ruby-rspec, python-pytest, node-jest)",
     )
     archive: str | None = Field(None, description="Archive URI; default <home>/archive")
+    cache_dir: Path | None = Field(
+        None,
+        description="Caches of nightly outcomes, repair replies and re-runs, mutants; default "
+        "<home>/cache (`eval` uses a private one)",
+    )
     python: str | None = Field(
         None,
         description="Interpreter that runs a Python project's tests (it needs pytest and "
@@ -227,6 +232,11 @@ class Settings(_Group, BaseSettings):
     def model_configured(self) -> bool:
         """A model is usable when a key or a self-hosted server URL is set."""
         return self.mistral_api_key is not None or self.model_url is not None
+
+    @property
+    def cache_root(self) -> Path:
+        """Where the outcome, reply, re-run and mutant caches live."""
+        return self.cache_dir or self.home / "cache"
 
     @property
     def archive_uri(self) -> str:

@@ -1,6 +1,6 @@
 """The regressions ``autopilot eval`` injects before its repair run: mutations of source lines
 the baseline suite covers, committed on a new branch of the evaluation's clone; and what the
-nightly's archive says the existing specs scored before."""
+nightly's archive says its targets were (their existing specs)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from tasks.core.config import Settings
 from tasks.evaluate.mutations import choose
+from tasks.generate.targets import Target
 from tasks.keep.git import commit_files_to_new_branch, resolve_commit
 from tasks.sandbox.make import make_runner
 from tasks.toolchains.registry import detect_toolchain, toolchain_for
@@ -57,12 +58,12 @@ def inject(
     return Injected(commit=commit, branch=BRANCH, mutations=[m.describe() for m in mutations])
 
 
-def static_before(archive_uri: str | None) -> dict[str, float | None]:
-    """source -> static score of its existing spec, from the nightly's archived targets."""
+def archived_targets(archive_uri: str | None) -> list[Target]:
+    """The nightly's targets as it archived them (``targets.json``): [] when unreadable."""
     if not archive_uri:
-        return {}
+        return []
     try:
-        targets = json.loads((Path(archive_uri) / "targets.json").read_text(encoding="utf-8"))
+        raw = json.loads((Path(archive_uri) / "targets.json").read_text(encoding="utf-8"))
+        return [Target.model_validate(t) for t in raw]
     except (OSError, ValueError):
-        return {}
-    return {t["source"]: t.get("static_before") for t in targets}
+        return []

@@ -4,15 +4,18 @@ Plain functions; the command (flows/commands/eval.py) runs the flows and hands t
 here. Every figure follows from the runs' own records:
 
 - first-draft load / pass rate: of the files the model worked on, how many first drafts loaded
-  and how many passed every example. A file done in one round was judged on its final run; for
-  the others the fix prompt of round 2 carries round 1's exact failure output, whose sections
-  (:func:`tasks.model.feedback.format_failure_output`) say whether it loaded and what failed;
+  and how many passed every example, read from the outcome's structured round records
+  (:class:`tasks.generate.types.RoundRecord`, round 1), never from prompt text;
 - iterations to pass: mean rounds of the accepted files;
 - coverage before / after: mean line coverage of the target files (after = the accepted test's
   coverage, else the unchanged before);
-- judge before / after per file kind: before is the static rubric score of the spec that
-  existed (0 when there was none: no test scores the lowest level); after is the LLM judge's
-  score of the accepted spec;
+- judge before / after per file kind: the same instrument on the same files. Before is the
+  judge's score of the spec that existed (flows/eval_before.py: run, static rubric, LLM judge,
+  combined as ``autopilot judge`` does; 0 when there was none: no test scores the lowest
+  level); after is the judge's score of the accepted spec, or the before score when the file's
+  spec was not replaced (rejected). The static rubric's scores are given beside them, taken
+  the same way; a file whose existing spec could not be judged is left out of both;
+- mutation score: mean over the accepted files that have one (issue 15);
 - autonomous fix / human intervention rate: the repair's own metrics over its failure groups;
 - repair categories and outcomes: the shares of the repair's groups (issue 15);
 - tokens: spent this run; tokens of outcomes re-used from the cache are counted apart
@@ -47,18 +50,25 @@ PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
     "devstral-small-latest": (0.1, 0.3),
     "devstral-medium-latest": (0.4, 2.0),
 }
-# Markers of format_failure_output's sections (tasks/model/feedback.py).
-LOAD_ERROR_MARK = "Load error (the test file could not be loaded):"
-FAILED_MARKS = ("Failing examples (", "No example ran:", "Run stopped:", LOAD_ERROR_MARK)
+
+
+class Before(BaseModel):
+    """The scores of a file's existing spec (none: 0, the rubric's lowest level)."""
+
+    spec: str | None = None
+    judge: float
+    static: float | None = None
 
 
 class KindScores(BaseModel):
-    """Judge scores for one file kind."""
+    """Judge (and static rubric) scores for one file kind, before and after on the same files."""
 
     kind: str
     files: int
     judge_before: float | None
     judge_after: float | None
+    static_before: float | None = None
+    static_after: float | None = None
 
 
 class QualityTable(BaseModel):
@@ -72,6 +82,9 @@ class QualityTable(BaseModel):
     coverage_before: float | None
     coverage_after: float | None
     judge: list[KindScores]
+    mutation_score: float | None = Field(
+        None, description="Mean mutation score of the accepted files that have one"
+    )
     regressions: int = 0
     failing_tests: int = 0
     failure_groups: int = 0
@@ -98,18 +111,10 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def first_draft(outcome: FileOutcome) -> tuple[bool, bool] | None:
-    """(loaded, passed) of the file's first draft; None when no draft was ever run."""
-    if outcome.iterations <= 0 or outcome.validation is None:
-        return None
-    if outcome.iterations == 1:
-        v = outcome.validation
-        return v.loaded, v.passed
-    fixes = [e for e in outcome.exchanges if e.prompt_name == "fix" and e.iteration == 2]
-    if not fixes:
-        return None
-    text = "\n".join(m.get("content", "") for m in fixes[0].messages)
-    loaded = LOAD_ERROR_MARK not in text
-    return loaded, loaded and not any(mark in text for mark in FAILED_MARKS)
+    """(loaded, passed) of the file's first draft, from its round records; None when no draft
+    was ever measured."""
+    first = next((r for r in outcome.rounds if r.round == 1), None)
+    return None if first is None else (first.loaded, first.passed)
 
 
 def price_per_token(model: str) -> float | None:
@@ -123,7 +128,7 @@ def price_per_token(model: str) -> float | None:
 def quality_table(
     outcomes: Sequence[FileOutcome],
     *,
-    static_before: Mapping[str, float | None],
+    before: Mapping[str, Before],
     nightly_tokens: int,
     generator_model: str,
     repair: RepairSummary | None = None,
@@ -134,7 +139,8 @@ def quality_table(
 
     Args:
         outcomes: the nightly's per-file outcomes (skipped files are left out).
-        static_before: source -> static rubric score of its existing spec (None: no spec).
+        before: source -> the scores of its existing spec (flows/eval_before.py); a file missing
+            here is left out of the judge columns.
         nightly_tokens: the nightly's total tokens (cached files cost nothing this run).
         generator_model: the model whose price prices the nightly's tokens.
         repair: the repair's summary (issue 6's JSON), when regressions were injected.
@@ -147,15 +153,7 @@ def quality_table(
     kinds: dict[str, list[FileOutcome]] = {}
     for o in worked:
         kinds.setdefault(o.kind, []).append(o)
-    judge = [
-        KindScores(
-            kind=kind,
-            files=len(group),
-            judge_before=_mean([static_before.get(o.source) or 0.0 for o in group]),
-            judge_after=_mean([o.judge_score for o in group if o.judge_score is not None]),
-        )
-        for kind, group in sorted(kinds.items(), key=lambda kv: kv[0])
-    ]
+    judge = [_kind_scores(kind, group, before) for kind, group in sorted(kinds.items())]
     tokens = nightly_tokens
     cost = _cost(nightly_tokens, generator_model)
     table = QualityTable(
@@ -174,6 +172,7 @@ def quality_table(
             ]
         ),
         judge=judge,
+        mutation_score=_mean([o.mutation_score for o in accepted if o.mutation_score is not None]),
         tokens=tokens,
         cached_tokens=sum(o.tokens for o in worked if o.cached),
         tokens_per_file=None,
@@ -200,6 +199,26 @@ def quality_table(
         if cost is not None:
             table.cost_per_file_usd = round(cost / table.files, 6)
     return table
+
+
+def _kind_scores(kind: str, group: list[FileOutcome], before: Mapping[str, Before]) -> KindScores:
+    """Before and after over the same files: those whose before was measured. After is the
+    accepted spec's score, else the existing spec's (a rejected file's spec was not replaced)."""
+    pairs = [(o, before[o.source]) for o in group if o.source in before]
+    accepted = [(o, b) for o, b in pairs if o.verdict == "accepted"]
+    kept = [b for o, b in pairs if o.verdict != "accepted"]
+
+    def after(new: list[float | None], old: list[float | None]) -> float | None:
+        return _mean([v for v in new + old if v is not None])
+
+    return KindScores(
+        kind=kind,
+        files=len(group),
+        judge_before=_mean([b.judge for _, b in pairs]),
+        judge_after=after([o.judge_score for o, _ in accepted], [b.judge for b in kept]),
+        static_before=_mean([b.static for _, b in pairs if b.static is not None]),
+        static_after=after([o.static_score for o, _ in accepted], [b.static for b in kept]),
+    )
 
 
 def _cost(tokens: int, model: str) -> float | None:
@@ -229,10 +248,10 @@ def rows(table: QualityTable) -> list[tuple[str, str]]:
         ("coverage after", pct(table.coverage_after)),
     ]
     for k in table.judge:
-        out.append(
-            (f"judge {k.kind} ({k.files} files)", f"{num(k.judge_before)} -> {num(k.judge_after)}")
-        )
+        judge, static = (f"{num(b)} -> {num(a)}" for b, a in _before_after(k))
+        out.append((f"judge {k.kind} ({k.files} files)", f"{judge} (static {static})"))
     out += [
+        ("mutation score (accepted)", pct(table.mutation_score)),
         ("regressions injected", str(table.regressions)),
         ("failing tests / groups", f"{table.failing_tests} / {table.failure_groups}"),
         ("autonomous fix rate", pct(table.autonomous_fix_rate)),
@@ -244,6 +263,10 @@ def rows(table: QualityTable) -> list[tuple[str, str]]:
         ("cost per file (USD, est.)", num(table.cost_per_file_usd, "{:.4f}")),
     ]
     return out
+
+
+def _before_after(k: KindScores) -> list[tuple[float | None, float | None]]:
+    return [(k.judge_before, k.judge_after), (k.static_before, k.static_after)]
 
 
 class EvalReport(BaseModel):

@@ -64,8 +64,8 @@ def outcome_key(
 
 
 def default_store_dir(settings: Settings) -> Path:
-    """``<AUTOPILOT_HOME>/cache/nightly``."""
-    return settings.home / "cache" / "nightly"
+    """``<cache root>/nightly`` (default ``<AUTOPILOT_HOME>/cache/nightly``)."""
+    return settings.cache_root / "nightly"
 
 
 class OutcomeStore:

@@ -27,7 +27,7 @@ from tasks.generate.files import read_back, snapshot, write_files
 from tasks.generate.gates import Evidence, GateDecision, GateName, evaluate
 from tasks.generate.mutation import mutation_score, survivors_feedback
 from tasks.generate.numbered import numbered, numbered_for
-from tasks.generate.rounds import BudgetExhaustedError, Conversation
+from tasks.generate.rounds import BudgetExhaustedError, Conversation, round_record
 from tasks.generate.skills import Skill
 from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome, JudgeRecord
@@ -205,7 +205,7 @@ def _score_mutants(job: Job, outcome: FileOutcome, talk: Conversation, evidence:
         chain=job.chain,
         runner=job.runner,
         limit=gates.max_mutants,
-        cache_dir=job.settings.home / "cache" / "mutants",
+        cache_dir=job.settings.cache_root / "mutants",
         timeout_s=job.settings.sandbox.spec_timeout_s,
     )
     outcome.mutation, outcome.mutation_score = record, record.score
@@ -254,6 +254,7 @@ def _rounds(
         originals.update(snapshot(job.project, [p for p in talk.files if p not in originals]))
         evidence = _measure(job, talk)
         decision = evaluate(evidence, job.settings.gates, skip=_ROUND)
+        outcome.rounds.append(round_record(iteration, evidence.validation, decision.gate))
         log.info("%s: iteration %d: %s", target.source, iteration, decision.gate or "clean")
         if decision.accepted:
             break

@@ -12,14 +12,23 @@ from pathlib import Path
 from typing import Any
 
 from tasks.core.errors import AutopilotError
-from tasks.core.types import Exchange, PromptMeta
+from tasks.core.types import Exchange, PromptMeta, ValidationResult
 from tasks.generate.files import reply_parser
+from tasks.generate.gates import GateName
 from tasks.generate.skills import Skill
 from tasks.generate.targets import Target
+from tasks.generate.types import RoundRecord
 from tasks.model.client import CallRecord, ModelClient
 from tasks.model.messages import prepare_messages
 from tasks.model.prompts import render
 from tasks.toolchains.files import FileRules
+
+
+def round_record(round_no: int, validation: ValidationResult, gate: GateName | None) -> RoundRecord:
+    """The structured record of one measured round (`gate`: the first gate it failed)."""
+    return RoundRecord(
+        round=round_no, loaded=validation.loaded, passed=validation.passed, gate=gate
+    )
 
 
 class BudgetExhaustedError(AutopilotError):

@@ -10,7 +10,7 @@ from tasks.core.types import Exchange, SourceKind, ValidationResult
 from tasks.generate.gates import GateName, GateResult
 from tasks.generate.mutation import MutationRecord
 
-__all__ = ["Exchange", "FileOutcome", "FileSummary", "JudgeRecord", "Verdict"]
+__all__ = ["Exchange", "FileOutcome", "FileSummary", "JudgeRecord", "RoundRecord", "Verdict"]
 
 Verdict = Literal["accepted", "rejected", "error", "skipped"]
 
@@ -25,6 +25,15 @@ class JudgeRecord(BaseModel):
     missing: list[str] = Field(default_factory=list)
     prompt_version: str = ""
     rubric_version: str = ""
+
+
+class RoundRecord(BaseModel):
+    """One generate or fix round as measured: what ``eval`` reads first-draft rates from."""
+
+    round: int = Field(description="1 for the first draft")
+    loaded: bool
+    passed: bool
+    gate: GateName | None = Field(None, description="The first gate the round failed (None: clean)")
 
 
 class FileOutcome(BaseModel):
@@ -53,6 +62,9 @@ class FileOutcome(BaseModel):
         default_factory=dict, description="Project-relative path -> content, new or changed"
     )
     exchanges: list[Exchange] = Field(default_factory=list)
+    rounds: list[RoundRecord] = Field(
+        default_factory=list, description="Each generate/fix round's measured result, in order"
+    )
     validation: ValidationResult | None = None
     reruns: list[ValidationResult] = Field(default_factory=list)
     judge: JudgeRecord | None = None

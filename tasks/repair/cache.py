@@ -39,9 +39,9 @@ class ReplyCache:
         self._store = JsonStore(directory, _Reply)
 
     @classmethod
-    def under(cls, home: Path) -> ReplyCache:
-        """The cache in `home` (AUTOPILOT_HOME)."""
-        return cls(home / "cache" / "repair" / "replies")
+    def under(cls, cache_root: Path) -> ReplyCache:
+        """The cache in `cache_root` (Settings.cache_root: default AUTOPILOT_HOME/cache)."""
+        return cls(cache_root / "repair" / "replies")
 
     def get(self, key: str) -> str | None:
         """The stored reply text, or None."""

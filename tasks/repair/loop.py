@@ -55,7 +55,7 @@ class RepairEnv:
     @property
     def reply_cache(self) -> ReplyCache:
         """Replies of earlier identical questions (see tasks/repair/cache.py)."""
-        return ReplyCache.under(self.settings.home)
+        return ReplyCache.under(self.settings.cache_root)
 
 
 def now() -> dt.datetime:

@@ -186,7 +186,7 @@ def review_patch(
         review.rerun_specs = rerun_specs(project, chain.name, rules, group, info.files)
         runs = settings.gates.flaky_runs
         change = (base_commit, sub, patch)
-        result, store = _rerun(project, chain, runner, review, change, runs, settings.home)
+        result, store = _rerun(project, chain, runner, review, change, runs, settings.cache_root)
         note = ""
         if store is not None and judge_rerun(group, result, known_failures)[0]:
             again, note = _again(project, chain, runner, review, group, known_failures, runs)
@@ -264,7 +264,7 @@ def _rerun(
     review: PatchReview,
     change: tuple[str, str, str],
     runs: int,
-    home: Path,
+    cache_root: Path,
 ) -> tuple[ValidationResult, Callable[[ValidationResult], object] | None]:
     """The re-run of the review's specs in the patched worktree, or its earlier result for an
     identical (commit, project, patch, specs, toolchain configuration, flaky runs): level 1 of
@@ -274,7 +274,7 @@ def _rerun(
     digest = hashlib.sha256(patch.encode()).hexdigest()
     extra = json.dumps([chain.name, sub, chain.config_digest(project), runs, "v3"])
     key = cache_key(base_commit, digest, review.rerun_specs, extra=extra)
-    store = JsonStore(home / "cache" / "repair", ValidationResult)
+    store = JsonStore(cache_root / "repair", ValidationResult)
     result = store.get(key)
     if result is not None:
         review.cached = True

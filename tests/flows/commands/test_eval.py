@@ -4,12 +4,15 @@ the scripted replies, the user's repository is never touched, and bad input is e
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from flows.commands.eval import run
+from flows.evaluate import private_cache
+from tasks.core.config import load_settings
 from tasks.core.types import FileCoverage
 from tasks.evaluate.mutations import Mutation, apply, choose, covered_lines
 from tasks.evaluate.table import price_per_token
@@ -61,6 +64,11 @@ def test_table_follows_from_the_scripted_replies_and_the_repo_is_untouched(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     head = git(repo, "rev-parse", "HEAD").strip()
+    caches = Path(os.environ["AUTOPILOT_HOME"]) / "cache"
+    for name in ("nightly", "mutants", "repair"):  # the nightly's own caches, with an entry
+        (caches / name).mkdir(parents=True, exist_ok=True)
+        (caches / name / "entry.json").write_text("{}")
+    cache_files = sorted(str(p) for p in caches.rglob("*"))
     mistral_server.add(Rule(schema_name="judge_verdict", replies=[ok(judge_reply(0.8), **TOKENS)]))
     mistral_server.add(
         Rule(about="src/inventory/reports.py", replies=[ok(files_reply(GOOD), **TOKENS)])
@@ -96,10 +104,17 @@ def test_table_follows_from_the_scripted_replies_and_the_repo_is_untouched(
     assert table["coverage_before"] == round(sum(before) / 2, 4)
     assert table["coverage_after"] == round(sum(after) / 2, 4)
     assert table["coverage_after"] > table["coverage_before"]
-    # No spec existed for either file (static score 0); the judge scored both 0.8.
-    assert table["judge"] == [
-        {"kind": "python", "files": 2, "judge_before": 0.0, "judge_after": 0.8}
-    ]
+    # No spec existed for either file (judge and static 0, no call); the judge scored both 0.8
+    # after, the static rubric is given beside.
+    [kind] = table["judge"]
+    assert (kind["kind"], kind["files"], kind["judge_before"], kind["judge_after"]) == (
+        "python",
+        2,
+        0.0,
+        0.8,
+    )
+    statics = [f["static_score"] for f in files]
+    assert (kind["static_before"], kind["static_after"]) == (0.0, round(sum(statics) / 2, 4))
     # 5 calls (3 generator rounds, 2 judge verdicts) of 110 tokens each.
     assert len(mistral_server.requests) == 5
     assert table["tokens"] == 550 and table["tokens_per_file"] == 275.0
@@ -108,10 +123,83 @@ def test_table_follows_from_the_scripted_replies_and_the_repo_is_untouched(
     assert table["cost_per_file_usd"] == pytest.approx(275 * price, abs=1e-6)
     assert table["regressions"] == 0 and table["autonomous_fix_rate"] is None
     assert doc["repair"] is None
+    # Eval used a private cache: the nightly's caches are exactly as they were.
+    assert sorted(str(p) for p in caches.rglob("*")) == cache_files
+    assert "AUTOPILOT_CACHE_DIR" not in os.environ
     # The user's repository: same HEAD, same branches, clean.
     assert git(repo, "rev-parse", "HEAD").strip() == head
     assert git(repo, "branch", "--list").split() == ["*", "main"]
     assert git(repo, "status", "--porcelain") == ""
+
+
+UNITS_GOOD = """\
+import pytest
+
+from inventory.errors import UnitError
+from inventory.units import convert, parse_quantity
+
+
+def test_convert_between_units_of_one_dimension():
+    assert convert(2, "kg", "g") == 2000
+    assert convert(1, "dozen", "pc") == 12
+
+
+def test_convert_refuses_other_dimensions_and_unknown_units():
+    with pytest.raises(UnitError, match="cannot convert kg to pc"):
+        convert(1, "kg", "pc")
+    with pytest.raises(UnitError, match="unknown unit 'oz'"):
+        convert(1, "oz", "g")
+
+
+def test_parse_quantity():
+    assert parse_quantity("12 kg") == (12.0, "kg")
+    assert parse_quantity("3dozen") == (3.0, "dozen")
+    with pytest.raises(UnitError, match="cannot parse quantity"):
+        parse_quantity("kg")
+"""
+
+
+@pytest.mark.slow
+def test_judge_before_is_the_llm_judge_on_the_existing_spec(
+    repo: Path,
+    prefect_harness: None,
+    mistral_server: MistralServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # units.py has a weak spec under full coverage: a target with an existing spec.
+    (repo / "autopilot.toml").write_text("[gates]\nmin_coverage = 1.0\nmin_judge = 0.0\n")
+    git(repo, "commit", "-qam", "full coverage wanted")
+    existing = (repo / "tests/test_units.py").read_text()
+    # The nightly's judge (after) answers first, then eval's judge of the existing spec.
+    judge = Rule(
+        schema_name="judge_verdict",
+        replies=[ok(judge_reply(0.8), **TOKENS), ok(judge_reply(0.4), **TOKENS)],
+    )
+    mistral_server.add(judge)
+    mistral_server.add(
+        Rule(
+            about="src/inventory/units.py",
+            replies=[ok(files_reply(UNITS_GOOD, "tests/test_units.py"), **TOKENS)],
+        )
+    )
+
+    code = run(repo, json_out=True, only=["src/inventory/units.py"])
+
+    doc = _json(capsys)
+    assert code == 0, doc
+    [file] = doc["nightly"]["files"]
+    assert (file["source"], file["verdict"]) == ("src/inventory/units.py", "accepted")
+    judged = [r for r in mistral_server.requests if r.schema_name == "judge_verdict"]
+    assert len(judged) == 2
+    assert "unknown unit 'oz'" in judged[0].text  # after: the new spec
+    assert "# Weak on purpose" in judged[1].text  # before: the existing spec, as committed
+    assert "unknown unit 'oz'" not in judged[1].text and existing.strip() in judged[1].text
+    [kind] = doc["table"]["judge"]
+    assert kind["judge_after"] == 0.8
+    assert 0 < kind["judge_before"] <= 0.4
+    assert kind["static_before"] is not None and kind["static_after"] is not None
+    # generate + two judge calls, 110 tokens each: the before judge's tokens are counted.
+    assert len(mistral_server.requests) == 3 and doc["table"]["tokens"] == 330
 
 
 def test_bad_input_and_no_model_are_exit_2(
@@ -247,3 +335,17 @@ def test_choice_is_deterministic_one_per_line_and_bounded() -> None:
     mutated = texts["p.py"].splitlines()
     for m in mutations:
         assert mutated[m.line - 1] == apply(PY_SOURCE, m).splitlines()[m.line - 1]
+
+
+def test_private_cache_redirects_every_cache_and_is_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AUTOPILOT_CACHE_DIR", raising=False)
+    home_cache = load_settings(None).cache_root
+    with private_cache(tmp_path / "c") as directory:
+        assert load_settings(None).cache_root == directory == tmp_path / "c"
+    assert load_settings(None).cache_root == home_cache
+    monkeypatch.setenv("AUTOPILOT_CACHE_DIR", str(tmp_path / "mine"))
+    with private_cache(tmp_path / "c"):
+        assert load_settings(None).cache_root == tmp_path / "c"
+    assert load_settings(None).cache_root == tmp_path / "mine"

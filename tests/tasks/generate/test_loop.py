@@ -154,6 +154,11 @@ def test_draft_that_does_not_load_is_fixed_with_the_load_error(
     assert SOURCE in fix_text
     assert outcome.model_calls == 3  # generate, fix, one judge sample
     assert outcome.tokens > 0
+    # The structured round records eval reads: the draft failed at load, the fix was clean.
+    assert [(r.round, r.loaded, r.passed, r.gate) for r in outcome.rounds] == [
+        (1, False, False, "load"),
+        (2, True, True, None),
+    ]
     assert [e.prompt_name for e in outcome.exchanges] == ["generate", "fix", "judge"]
     assert [len(e.replies) for e in outcome.exchanges] == [1, 1, 1]
     # The archived judge request is the one the judge model received.
