@@ -6,6 +6,11 @@ APT_PACKAGES := ruby ruby-rspec ruby-rspec-rails ruby-rails ruby-factory-bot-rai
 	rubocop ruby-sqlite3 ruby-rspec-junit-formatter bubblewrap git chromium chromium-driver \
 	docker.io docker-compose debootstrap postgresql redis-server ruby-pg nodejs
 SETUP_STAMP := $(VENV)/.setup-stamp
+# What the demo needs, and nothing more (a newcomer's first command stays quick): the Ruby
+# toolchain for the Rails example, bubblewrap, git. `make test` installs the rest.
+DEMO_PACKAGES := ruby ruby-rspec ruby-rspec-rails ruby-rails ruby-factory-bot-rails ruby-simplecov \
+	rubocop ruby-sqlite3 ruby-rspec-junit-formatter bubblewrap git
+DEMO_STAMP := $(VENV)/.setup-demo-stamp
 
 .PHONY: setup demo test lint typecheck pytest bench clean
 
@@ -15,7 +20,11 @@ $(SETUP_STAMP): pyproject.toml uv.lock scripts/setup.sh toolchains/node/package-
 	APT_PACKAGES="$(APT_PACKAGES)" bash scripts/setup.sh
 	touch $(SETUP_STAMP)
 
-demo: setup
+$(DEMO_STAMP): pyproject.toml uv.lock scripts/setup.sh
+	APT_PACKAGES="$(DEMO_PACKAGES)" bash scripts/setup.sh
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/autopilot demo --example examples/rails_shop
 
 lint: setup
