@@ -67,6 +67,10 @@ case "${1:-}" in
     shift
     [ "${1:-}" = "--" ] && shift
     started=0
+    # A pid file whose engine is gone was left by a run that was killed: not an engine.
+    if [ -f "$PIDFILE" ] && ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+      rm -f "$PIDFILE"
+    fi
     [ -f "$PIDFILE" ] || { start; [ -f "$PIDFILE" ] && started=1; }
     "$@"
     rc=$?
