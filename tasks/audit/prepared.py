@@ -93,7 +93,7 @@ def prepared_run(
             for_job=services.job_env if declared else None,
         )
         stack.enter_context(run_context(context))
-        schema, problem = None, None
+        schema, problem, schema_error = None, None, None
         if declared:
             try:
                 runner = make_runner(
@@ -101,10 +101,11 @@ def prepared_run(
                 )
                 schema = services.prepare_schema(runner, project, chain.schema_command(project))
             except (ServiceError, AutopilotError) as exc:
-                problem = f"services: {exc}"
+                schema_error = str(exc)
+                problem = f"services: {schema_error}"
         schema_problem = (
-            SuiteProblem(tool="services", cause="environment", message=problem.split(": ", 1)[1])
-            if problem
+            SuiteProblem(tool="services", cause="environment", message=schema_error)
+            if schema_error is not None
             else None
         )
         yield PreparedRun(

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 
 from tasks.core.types import CommandResult, SuiteProblem, ValidationResult
-from tasks.toolchains.base import SuiteResult, Toolchain
+from tasks.toolchains.base import SuiteResult
 
 #: Scratch space for reports inside the repository (the only place a sandbox can write).
 SCRATCH_DIR = ".autopilot-tmp"
@@ -62,11 +63,10 @@ def copy_resource(source: Path, run_dir: Path) -> Path:
     return dest
 
 
-def keep_reports(run_dir: Path, reports_dir: Path, chain: Toolchain) -> None:
-    """Copy one run's reports to `reports_dir`, keeping their names: not the toolchain's
-    helper files, nor its caches."""
+def keep_reports(run_dir: Path, reports_dir: Path, skip: Collection[str]) -> None:
+    """Copy one run's reports to `reports_dir`, keeping their names: not the names in `skip`
+    (the toolchain's helper files and caches)."""
     reports_dir.mkdir(parents=True, exist_ok=True)
-    skip = {*chain.resources, *chain.cache_dirs}
     for item in run_dir.iterdir():
         if item.name in skip:
             continue

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from tasks.toolchains.node.jest import (
 from tasks.toolchains.node.layout import NodeMapping, map_files
 from tasks.toolchains.node.results import node_validation, parse_jest_run
 from tasks.toolchains.node.tools import NodeTools
-from tasks.toolchains.runs import remove_scratch, scratch_base, scratch_dir
+from tasks.toolchains.runs import keep_reports, remove_scratch, scratch_base, scratch_dir
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +122,7 @@ def run_jest(
         if target is not None:
             result.coverage = suite.files.get(target) if coverage else None
         if reports_dir is not None:
-            _keep_reports(run_dir, reports_dir)
+            keep_reports(run_dir, reports_dir, ("jest-cache", ".jest-cache"))
         return suite
     finally:
         remove_scratch(run_dir)
@@ -175,15 +174,3 @@ def not_started(specs: list[str], target: str | None, error: ToolchainError) -> 
         loaded=False, load_error=message, specs=list(specs), target=target, problem=problem
     )
     return SuiteResult(validation=result)
-
-
-def _keep_reports(run_dir: Path, reports_dir: Path) -> None:
-    """Copy one run's reports (not Jest's cache) to `reports_dir`, keeping their names."""
-    reports_dir.mkdir(parents=True, exist_ok=True)
-    for item in run_dir.iterdir():
-        if item.name in ("jest-cache", ".jest-cache"):
-            continue
-        if item.is_dir():
-            shutil.copytree(item, reports_dir / item.name, dirs_exist_ok=True)
-        else:
-            shutil.copy2(item, reports_dir / item.name)

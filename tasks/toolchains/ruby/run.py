@@ -138,7 +138,7 @@ def run_tests(
         if target is not None:
             result.coverage = suite.files.get(target)
         if reports_dir is not None:
-            keep_reports(run_dir, reports_dir, chain)
+            keep_reports(run_dir, reports_dir, {*chain.resources, *chain.cache_dirs})
         return suite
     finally:
         remove_scratch(run_dir)
