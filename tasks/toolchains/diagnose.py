@@ -27,9 +27,13 @@ Cause = Literal["project", "environment"]
 DETAIL_CHARS = 3000
 
 
+#: Terminal colour and cursor sequences a tool may print even into a pipe (pytest's ``[0m``).
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
 def output_lines(text: str) -> list[str]:
-    """The lines of a tool's output, trailing blanks stripped."""
-    return [ln.rstrip() for ln in text.splitlines()]
+    """The lines of a tool's output, without terminal escape sequences and trailing blanks."""
+    return [_ANSI.sub("", ln).rstrip() for ln in text.splitlines()]
 
 
 def innermost_repo_frame(text: str, repo: Path) -> tuple[str | None, int | None]:

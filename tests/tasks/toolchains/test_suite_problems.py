@@ -408,3 +408,17 @@ def test_fewer_tests_reported_than_collected_is_not_a_run(tmp_path: Path) -> Non
     xml.write_text(failed)
     stopped = parse_pytest_run(tmp_path, xml, cmd, status={**status, "stopped": "-x"})
     assert stopped.loaded is True and stopped.examples[0].status == "failed"
+
+
+def test_terminal_escape_sequences_never_reach_a_problem_line() -> None:
+    # pytest prints a colour reset even into a pipe; the line a user reads must not carry it.
+    from tasks.toolchains.diagnose import output_lines
+
+    text = (
+        "E   PackageNotFoundError: No package metadata was found for humanize\x1b[0m\n"
+        "\x1b[31mred\x1b[0m  \n"
+    )
+    assert output_lines(text) == [
+        "E   PackageNotFoundError: No package metadata was found for humanize",
+        "red",
+    ]
