@@ -22,15 +22,12 @@ import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
-from uuid import UUID
+from typing import Any
 
 from prefect import flow, task
 from prefect.artifacts import (
     create_markdown_artifact,
-    create_progress_artifact,
     create_table_artifact,
-    update_progress_artifact,
 )
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
@@ -47,7 +44,7 @@ from flows.limits import (
 )
 from flows.nightly_baseline import Baseline
 from flows.nightly_baseline import baseline as baseline_of
-from flows.progress import finished, started
+from flows.progress import ProgressArtifact, finished, started
 from flows.runtime import collect_logs, with_shared_model_limit
 from tasks.audit.baseline import run_baseline
 from tasks.audit.prepared import prepared_run
@@ -216,9 +213,7 @@ def _run_targets(
 ) -> list[FileOutcome]:
     if not jobs:
         return []
-    progress = cast(
-        UUID, create_progress_artifact(0.0, key=progress_key, description="Files finished")
-    )
+    progress = ProgressArtifact(progress_key, "Files finished", len(jobs))
     first = jobs[0]
     limit = file_time_limit(first.settings, first.max_iterations, first.file_time_limit_s)
     task = generate_tests.with_options(**task_options(limit))
@@ -231,7 +226,7 @@ def _run_targets(
             outcome = failed(futures[future].target, _task_failure(futures[future], exc, limit))
         by_source[outcome.source] = outcome
         finished(outcome.source, outcome.verdict, done, len(futures))
-        update_progress_artifact(progress, 100.0 * done / len(futures))
+        progress.advance(done)
     return [by_source[t.source] for t in targets]
 
 

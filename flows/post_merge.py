@@ -24,15 +24,12 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
-from uuid import UUID
+from typing import Any
 
 from prefect import flow, task
 from prefect.artifacts import (
     create_markdown_artifact,
-    create_progress_artifact,
     create_table_artifact,
-    update_progress_artifact,
 )
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
@@ -48,7 +45,7 @@ from flows.limits import (
     retry_on_infrastructure,
     task_options,
 )
-from flows.progress import finished, started
+from flows.progress import ProgressArtifact, finished, started
 from flows.runtime import collect_logs, with_shared_model_limit
 from tasks.audit.prepared import PreparedRun, prepared_run
 from tasks.ci_inputs import ensure_commit
@@ -382,18 +379,14 @@ def _repair_groups(
 
 def _gathered(futures: list[Any], name: str) -> dict[str, GroupState]:
     """The groups as they finish: a progress artifact (like the nightly's) and a line each."""
-    progress = cast(
-        UUID,
-        create_progress_artifact(
-            0.0, key=artifact_key("post-merge-progress", name), description="Groups finished"
-        ),
-    )
+    key = artifact_key("post-merge-progress", name)
+    progress = ProgressArtifact(key, "Groups finished", len(futures))
     groups: dict[str, GroupState] = {}
     for done, future in enumerate(as_completed(futures), start=1):
         g: GroupState = future.result()
         groups[g.group.id] = g
         finished(g.group.id, g.outcome or f"next: {g.step}", done, len(futures))
-        update_progress_artifact(progress, 100.0 * done / len(futures))
+        progress.advance(done)
     return groups
 
 
