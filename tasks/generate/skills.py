@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 from functools import cache
 from pathlib import Path
 
@@ -31,6 +32,9 @@ from tasks.toolchains import registry
 
 logger = logging.getLogger(__name__)
 
+#: Parsed skills by directory, with the files' names, mtimes and sizes they were read at.
+_LOADED: dict[str, tuple[tuple[tuple[object, ...], ...], tuple[Skill, ...]]] = {}
+_LOADED_LOCK = threading.Lock()
 _FRONT_MATTER = re.compile(r"\A---\n(.*?\n)---\n", re.DOTALL)
 _SECTIONS = ("## Scope", "## Example", "## Critical rules")
 _FENCE = re.compile(r"^```(\w+)\n(.*?)^```\s*$", re.DOTALL | re.MULTILINE)
@@ -183,11 +187,33 @@ def load_skills(directory: Path | None = None) -> list[Skill]:
         SkillError: One line listing every problem found.
     """
     root = directory or default_skills_dir()
+    paths = [p for p in sorted(root.glob("*.md")) if p.name.upper() != "README.MD"]
+    # Every file task of a run chooses a skill: the parsed skills are kept while the files'
+    # names, sizes and modification times stay the same.
+    stamp = tuple((p.name, *_stat(p)) for p in paths)
+    with _LOADED_LOCK:
+        loaded = _LOADED.get(str(root))
+    if loaded is not None and loaded[0] == stamp:
+        return list(loaded[1])
+    skills = _load_all(paths)
+    with _LOADED_LOCK:
+        _LOADED[str(root)] = (stamp, tuple(skills))
+    logger.debug("loaded %d skills from %s", len(skills), root)
+    return skills
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _load_all(paths: list[Path]) -> list[Skill]:
     errors: list[str] = []
     skills: list[Skill] = []
-    for path in sorted(root.glob("*.md")):
-        if path.name.upper() == "README.MD":
-            continue
+    for path in paths:
         try:
             skills.append(load_skill(path))
         except SkillError as exc:
@@ -198,7 +224,6 @@ def load_skills(directory: Path | None = None) -> list[Skill]:
             errors.append(f"kind {kind}: {len(owners)} skills {owners}, expected exactly 1")
     if errors:
         raise SkillError("; ".join(errors))
-    logger.debug("loaded %d skills from %s", len(skills), root)
     return skills
 
 

@@ -26,6 +26,7 @@ from tasks.core.config import Settings
 from tasks.core.errors import ConfigError, ModelError, ReplyFormatError
 from tasks.core.secrets import redact
 from tasks.core.types import PromptMeta
+from tasks.model import sdk_speed
 from tasks.model import transport as transport
 from tasks.model.messages import (
     ROLES,
@@ -133,6 +134,7 @@ class ModelClient:
             retry_connection_errors=True,
             status_codes_override=[str(code) for code in transport.RETRY_STATUSES],
         )
+        sdk_speed.install()  # one serializer class per type, not one per call
         self._sdk = Mistral(
             api_key=api_key,
             server_url=_server_url(server_url),

@@ -320,3 +320,21 @@ def test_skills_agree_with_the_mapping_of_the_example_repos(example: str) -> Non
         assert choose_skill(mapped.source, skills=skills).name == by_kind.name, mapped.source
         for spec in [mapped.expected_spec, *mapped.specs]:
             assert by_kind.may_write(spec), f"{by_kind.name} may not write {spec}"
+
+
+def test_a_same_size_edit_is_seen(tmp_path: Path) -> None:
+    """Loaded skills are kept between calls (every file task chooses one), but an edit that
+    keeps the size is still read: the modification time is part of what is compared."""
+    import os
+
+    root = _copy(tmp_path)
+    file = root / "rails-model.md"
+    before = {s.name: s.sha256 for s in load_skills(root)}
+    assert {s.name: s.sha256 for s in load_skills(root)} == before  # kept: same answer
+    text = file.read_text()
+    file.write_text(text[:-1] + ("?" if text.endswith("!") else "!"))  # same size
+    st = file.stat()
+    os.utime(file, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert len(file.read_text()) == len(text)
+    after = {s.name: s.sha256 for s in load_skills(root)}
+    assert after["rails-model"] != before["rails-model"]
