@@ -23,6 +23,7 @@ import shutil
 import sys
 import tempfile
 import venv
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 
@@ -90,6 +91,15 @@ def _fingerprint(dists: list[metadata.Distribution]) -> str:
     return digest.hexdigest()[:16]
 
 
+@cache
+def _env_name(distributions: tuple[str, ...]) -> str:
+    """The environment's directory name: the distributions and the digest of their closure's
+    versions. Kept for the process (every sandboxed run asks; reading the installed
+    distributions' metadata again each time cost more than the run's own set-up)."""
+    dists = distribution_closure(distributions)
+    return f"{'-'.join(_normalise(d) for d in distributions)}-{_fingerprint(dists)}"
+
+
 def _link_or_copy(source: str, dest: str) -> None:
     try:
         os.link(source, dest)
@@ -128,11 +138,11 @@ def linked_environment(where: Path, distributions: tuple[str, ...] | list[str]) 
     Raises:
         ToolchainError: a distribution is not installed here, or the directory is not writable.
     """
-    dists = distribution_closure(tuple(distributions))
-    env = where / f"{'-'.join(_normalise(d) for d in distributions)}-{_fingerprint(dists)}"
+    env = where / _env_name(tuple(distributions))
     python = env / "bin" / "python"
     if python.exists():
         return python
+    dists = distribution_closure(tuple(distributions))
     try:
         where.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=where))
