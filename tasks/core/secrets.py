@@ -12,6 +12,7 @@ import logging
 import math
 import re
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from tasks.core.errors import BadInputError
@@ -171,8 +172,12 @@ def _redact_assignment(match: re.Match[str]) -> str:
     return f"{match.group('name')}{quote}{REDACTED}{quote}"
 
 
+@lru_cache(maxsize=256)
 def redact(text: str) -> str:
     """Replace secret-looking strings in `text` with ``[REDACTED]``.
+
+    Kept for the last texts seen (a pure function of the text): the same prompt is sent once
+    per judge sample and passes through here again on the way out.
 
     Covers private key blocks, AWS access keys, `sk-`/`ghp_`/`xox[bp]-`/Google/Stripe tokens,
     JWTs, bearer credentials, passwords in URLs, and literal values assigned to names that

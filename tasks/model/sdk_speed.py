@@ -62,7 +62,7 @@ def install() -> bool:
                     made = _MADE.setdefault(key, made)
             return made
 
-        serializers.create_model = create_model_once  # type: ignore[attr-defined]
+        serializers.create_model = create_model_once
         _INSTALLED.append(True)
         log.debug("mistralai serializers: wrapper classes memoised by type")
         return True
