@@ -5,7 +5,8 @@ A package of N generated modules (default 300), none tested; a scripted Mistral 
 a judge verdict; model concurrency 16. Every file really goes through ruff, pytest with coverage
 in the sandbox, the flakiness re-runs and the judge. Figures:
 
-- first run: wall time against the ideal ``calls x latency / concurrency`` (target <= 1.5x);
+- first run: wall time against the ideal ``calls x latency / concurrency``, for information:
+  it is bounded by the floor below, which is never less than the ideal;
 - re-run on the unchanged repository: wall time against the first run (target <= 0.1x), with
   the number of model calls it made (must be 0);
 - the whole-branch proof (the ``suite`` gate: accepted files run together with the suite,
@@ -16,8 +17,9 @@ The ideal counts only model latency: on a small machine the real test runs (a py
 per run) dominate, and the ratio says by how much. A second figure compares the wall time with
 the floor those runs set (one file's lint, run and re-runs timed serially afterwards, times
 the files, over the machine's cores; or the ideal when larger): what the orchestration adds
-on top of work that cannot be skipped. The mutation scoring of each accepted file is part of
-that work; its share of a file's work is a figure of its own (target <= 0.5). Prints details,
+on top of work that cannot be skipped (target <= 1.2). The mutation scoring of each accepted
+file is part of that work; its share of a file's work is a figure of its own (target <= 0.5).
+Prints details,
 then one JSON line ``{"bench": "nightly", "figures": [...]}`` for bench/run_all.py.
 
 Usage: ``.venv/bin/python bench/nightly_bench.py [--files N] [--latency S] [--concurrency C]
@@ -311,7 +313,9 @@ def main() -> int:
             "value": round(first_s, 2),
             "baseline": round(ideal, 2),
             "ratio": round(first_s / ideal, 2) if ideal else None,
-            "target": 1.5,
+            # No target of its own: on a machine where the test runs outweigh the model's
+            # latency (two cores, any real suite) the floor below is the bound that applies.
+            "target": None,
         },
         {
             "name": "first run wall / floor (max of ideal, serial work x files / cores)",

@@ -2,7 +2,8 @@
 
 Each `*_bench.py` prints its own details and, as its last line, one JSON document
 `{"bench": NAME, "figures": [{"name", "value", "baseline", "ratio", "target"}]}`; the target
-bounds the ratio unless the figure says `"target_on": "value"`. This script
+bounds the ratio unless the figure says `"target_on": "value"`; a figure whose target is null
+is shown for information (another figure bounds it). This script
 collects those lines; a benchmark that fails or prints no such line is reported, not hidden.
 Benchmarks measure: no test asserts a time.
 """
@@ -36,6 +37,17 @@ def _run(script: Path) -> tuple[str, list[dict[str, object]] | str]:
     return script.stem, f"failed (exit {done.returncode}): no figures printed"
 
 
+def _verdict(figure: dict[str, object]) -> str:
+    """The verdict against the figure's target ("yes", "NO"); "info" without one (shown for
+    what it tells, bounded by another figure)."""
+    target = figure.get("target")
+    if target is None:
+        return "info"
+    measured = figure.get("value") if figure.get("target_on") == "value" else figure.get("ratio")
+    ok = measured is not None and float(str(measured)) <= float(str(target))
+    return "yes" if ok else "NO"
+
+
 def main() -> int:
     table = Table(title="Test Autopilot benchmarks (baseline measured in the same run)")
     for col in ("bench", "figure", "value", "baseline", "ratio", "target", "ok"):
@@ -49,11 +61,7 @@ def main() -> int:
             continue
         for f in figures:
             cells = [f.get(k) for k in ("name", "value", "baseline", "ratio", "target")]
-            measured = f.get("value") if f.get("target_on") == "value" else f.get("ratio")
-            ok = measured is not None and float(str(measured)) <= float(str(f.get("target")))
-            table.add_row(
-                name, *("-" if c is None else str(c) for c in cells), "yes" if ok else "NO"
-            )
+            table.add_row(name, *("-" if c is None else str(c) for c in cells), _verdict(f))
     Console().print(table)
     return 1 if failed else 0
 

@@ -24,6 +24,7 @@ from tasks.toolchains.python.run import (
     measure,
     pytest_argv,
     read_status,
+    select_files,
 )
 from tasks.toolchains.runs import (
     copy_resource,
@@ -69,7 +70,9 @@ def run_repeats(
         except ToolchainError as exc:
             return [not_run(chain.name, specs, target, "prepare", str(exc)).validation]
         module = REPEAT_NAME.removesuffix(".py")
-        argv = pytest_argv(repo, py, run_dir, None, specs, None, coverage=coverage, module=module)
+        args, selected = select_files(repo, run_dir, specs)
+        env |= selected
+        argv = pytest_argv(repo, py, run_dir, None, args, None, coverage=coverage, module=module)
         cmd = runner.run(argv, cwd=repo, env=env, timeout_s=timeout_s)
         label = py if not own else "Autopilot's isolated interpreter (no project dependencies)"
         results: list[ValidationResult] = []

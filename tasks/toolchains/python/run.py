@@ -117,7 +117,9 @@ def run_tests(
             done.prepared = prepared
             return done
         xml_out = run_dir / "junit.xml"
-        argv = pytest_argv(repo, py, run_dir, xml_out, specs, exclude, coverage=coverage)
+        args, selected = select_files(repo, run_dir, specs)
+        env |= selected
+        argv = pytest_argv(repo, py, run_dir, xml_out, args, exclude, coverage=coverage)
         cmd = runner.run(argv, cwd=repo, env=env, timeout_s=timeout_s)
         status = read_status(status_file)
         label = py if not own else "Autopilot's isolated interpreter (no project dependencies)"
@@ -161,6 +163,29 @@ def environment(
         # configuration may name) are not there: a usage error says so.
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     return env
+
+
+#: More test files than this are given to pytest as their directories, the plugin selecting
+#: the files and keeping their order (pytest collects a directory once per file argument).
+MANY_FILES = 20
+
+
+def select_files(repo: Path, run_dir: Path, specs: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The specs as pytest's arguments and the environment that goes with them: a long list of
+    plain test files becomes their top directories plus ``AUTOPILOT_SELECT`` (the plugin then
+    collects only those files and runs them in the given order); anything else stays as is."""
+    if len(specs) <= MANY_FILES or any("::" in s for s in specs):
+        return specs, {}
+    paths = [(repo / s).resolve() for s in specs]
+    if not all(p.is_file() and p.is_relative_to(repo) for p in paths):
+        return specs, {}
+    listing = run_dir / "selection.txt"
+    listing.write_text("".join(f"{p}\n" for p in paths), encoding="utf-8")
+    dirs: list[Path] = []
+    for parent in dict.fromkeys(p.parent for p in paths):
+        if not any(parent.is_relative_to(d) for d in dirs):
+            dirs = [d for d in dirs if not d.is_relative_to(parent)] + [parent]
+    return [str(d.relative_to(repo)) or "." for d in dirs], {"AUTOPILOT_SELECT": str(listing)}
 
 
 def pytest_argv(

@@ -1,7 +1,7 @@
 """Loaded by Test Autopilot into the project's pytest run (``-p autopilot_pytest_plugin``).
 
 It runs with the project's interpreter, so it uses nothing but the standard library, pytest and
-(when present) coverage, and keeps to hooks pytest has had for years. It does four things:
+(when present) coverage, and keeps to hooks pytest has had for years. It does five things:
 
 - The worktree's package roots come first on ``sys.path`` (an editable install of the user's
   checkout, even one that inserts itself at the front, can never win over the worktree).
@@ -10,13 +10,19 @@ It runs with the project's interpreter, so it uses nothing but the standard libr
   runs the tests in this one process (``-n 0``), so coverage sees every test.
 - With ``AUTOPILOT_CONTEXTS=1`` coverage records which test file ran each line (one dynamic
   context per test file), the evidence for mapping tests to sources.
+- With ``AUTOPILOT_SELECT`` (a file listing test files, one absolute path per line) only
+  those files are collected (conftest.py and __init__.py aside) and their tests run in the
+  listed order: a long list of files is given to pytest as their directories, because pytest
+  collects a directory again for every file named on its command line (300 files: 7 s of
+  collection instead of 2 s for the whole suite).
 - At the end it writes a status file: how many tests were collected and reported, pytest's
   exit status, the rootdir, and where the project's packages were imported from.
 
 Settings come from the environment: AUTOPILOT_STATUS (status file), AUTOPILOT_ROOTS (JSON list
 of directories), AUTOPILOT_PACKAGES (JSON list of the project's top-level package names),
-AUTOPILOT_CONTEXTS. The status file's name is read when the session ends, and the counts start
-again with each session: ``autopilot_pytest_repeat`` runs several sessions in one process.
+AUTOPILOT_CONTEXTS, AUTOPILOT_SELECT. The status file's name is read when the session ends,
+and the counts start again with each session: ``autopilot_pytest_repeat`` runs several
+sessions in one process.
 """
 
 from __future__ import annotations
@@ -31,6 +37,18 @@ import pytest
 _ROOTS = json.loads(os.environ.get("AUTOPILOT_ROOTS", "[]"))
 _PACKAGES = json.loads(os.environ.get("AUTOPILOT_PACKAGES", "[]"))
 _CONTEXTS = os.environ.get("AUTOPILOT_CONTEXTS") == "1"
+
+
+def _selection() -> dict[str, int] | None:
+    path = os.environ.get("AUTOPILOT_SELECT")
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as fh:
+        names = [line.rstrip("\n") for line in fh if line.strip()]
+    return {name: index for index, name in enumerate(dict.fromkeys(names))}
+
+
+_SELECT = _selection()
 
 for _root in reversed(_ROOTS):
     while _root in sys.path:
@@ -66,6 +84,21 @@ def pytest_sessionstart(session: Any) -> None:
     _state.update({"collected": None, "exitstatus": None, "rootdir": None})
     _reported.clear()
     _context["current"] = None
+
+
+def pytest_ignore_collect(collection_path: Any, config: Any) -> bool | None:
+    if _SELECT is None or collection_path.name in ("conftest.py", "__init__.py"):
+        return None
+    if str(collection_path) in _SELECT or not collection_path.is_file():
+        return None
+    return True
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
+    if _SELECT is not None:
+        last = len(_SELECT)
+        items.sort(key=lambda item: _SELECT.get(str(item.path), last))  # stable: file by file
 
 
 def pytest_collection_finish(session: Any) -> None:
