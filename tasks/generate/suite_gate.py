@@ -2,11 +2,11 @@
 run together with the existing suite.
 
 Every accepted outcome's files are written into the run's worktree (at the base commit), then
-the suite runs :data:`SUITE_RUNS` times, without coverage: the first run is the whole suite in
-the test tool's own order, the later ones list the test files explicitly, the new ones first
-and every list reversed (file order is what every framework lets a caller choose; RSpec and
-pytest run the files in the order given, Jest schedules them itself). An example that fails
-together but did not fail in the baseline is a new failure:
+the suite runs :data:`SUITE_RUNS` times, without coverage: the test files listed explicitly,
+the new ones first, every second run in the reverse order (:meth:`Toolchain.run_repeats` with
+``reverse_alternate``: pytest runs them in one process, the second session's tests reversed;
+RSpec gets the files reversed; Jest schedules them itself). An example that fails together but
+did not fail in the baseline is a new failure:
 
 - in a new test file: the file's outcome is rejected at the ``suite`` gate with the failing
   examples as reasons;
@@ -106,20 +106,31 @@ class _Run:
         return result, new_failures(result, self.baseline)
 
     def round(self, kept: list[FileOutcome]) -> tuple[ValidationResult, list[TestCaseResult]]:
-        """SUITE_RUNS runs of the suite with `kept` written in; the first bad one's result."""
+        """SUITE_RUNS runs of the suite with `kept` written in, the new files first and every
+        second run reversed (in one process where the stack repeats in one); the first bad
+        run's result."""
         rules = self.chain.file_rules(self.tree.project)
         new = [p for o in kept for p in o.files if rules.is_test_file(p)]
-        orders: list[list[str]] = [[]] + [
-            list(reversed(new + self.existing)) if i % 2 else new + self.existing
-            for i in range(1, SUITE_RUNS)
-        ]
-        result: ValidationResult | None = None
-        for specs in orders:
-            result, failures = self.once(specs)
+        specs = list(dict.fromkeys(new + self.existing))
+        one_process = self.chain.repeats_in_one_process
+        timeout = self.timeout_s * SUITE_RUNS if self.timeout_s and one_process else self.timeout_s
+        start = time.monotonic()
+        results = self.chain.run_repeats(
+            self.tree.project,
+            specs,
+            None,
+            self.runner,
+            runs=SUITE_RUNS,
+            timeout_s=timeout,
+            reverse_alternate=True,
+        )
+        self.proof.seconds += time.monotonic() - start
+        for result in results:  # a stack that repeats in one process stops at a failing run
+            self.proof.runs += 1
+            failures = new_failures(result, self.baseline)
             if failures or not _ran(result):
                 return result, failures
-        assert result is not None
-        return result, []
+        return results[-1], []
 
 
 def _ran(result: ValidationResult) -> bool:

@@ -245,15 +245,19 @@ class Toolchain(ABC):
         runs: int,
         coverage: bool = False,
         timeout_s: float | None = None,
+        reverse_alternate: bool = False,
     ) -> list[ValidationResult]:
         """`runs` runs of the same test files, one result each (as :meth:`run_specs` gives):
         the first measures `target`'s coverage when `coverage`; the runs end after the first
-        that does not pass. This default starts one process per run; a stack whose framework
-        can repeat in one process overrides it (and sets `repeats_in_one_process`)."""
+        that does not pass; with `reverse_alternate` every second run goes in the reverse
+        order. This default starts one process per run (the files listed reversed); a stack
+        whose framework can repeat in one process overrides it (and sets
+        `repeats_in_one_process`)."""
         results: list[ValidationResult] = []
         for i in range(runs):
+            listed = list(reversed(specs)) if reverse_alternate and i % 2 else specs
             result = self.run_specs(
-                repo, specs, target, runner, timeout_s=timeout_s, coverage=coverage and i == 0
+                repo, listed, target, runner, timeout_s=timeout_s, coverage=coverage and i == 0
             )
             results.append(result)
             if not result.passed:

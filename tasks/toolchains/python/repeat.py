@@ -47,6 +47,7 @@ def run_repeats(
     runs: int,
     coverage: bool = False,
     timeout_s: float | None = None,
+    reverse_alternate: bool = False,
     python: str | None = None,
     home: Path | None = None,
 ) -> list[ValidationResult]:
@@ -65,6 +66,8 @@ def run_repeats(
         copy_resource(chain.resource(REPEAT_NAME), run_dir)
         env = environment(repo, run_dir, roots, packages, run_dir / "status-1.json", own=own)
         env |= {"AUTOPILOT_REPEATS": str(runs), "AUTOPILOT_REPEAT_DIR": str(run_dir)}
+        if reverse_alternate:
+            env["AUTOPILOT_REVERSE_ALTERNATE"] = "1"
         try:
             chain.prepare_worktree(repo, runner, env)
         except ToolchainError as exc:

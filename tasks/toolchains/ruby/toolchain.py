@@ -87,7 +87,10 @@ class RubyRspecToolchain(Toolchain):
 
     def run_repeats(self, *args: Any, **kwargs: Any) -> list[ValidationResult]:
         """:func:`tasks.toolchains.ruby.repeat.run_repeats` (one Ruby process) with this
-        toolchain."""
+        toolchain; runs in alternating order are separate processes (the files listed
+        reversed), as the default gives."""
+        if kwargs.get("reverse_alternate"):
+            return super().run_repeats(*args, **kwargs)
         return repeat.run_repeats(self, *args, **kwargs)
 
     def load_error_files(self, text: str) -> list[str]:

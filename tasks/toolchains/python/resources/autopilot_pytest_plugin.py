@@ -14,15 +14,16 @@ It runs with the project's interpreter, so it uses nothing but the standard libr
   those files are collected (conftest.py and __init__.py aside) and their tests run in the
   listed order: a long list of files is given to pytest as their directories, because pytest
   collects a directory again for every file named on its command line (300 files: 7 s of
-  collection instead of 2 s for the whole suite).
+  collection instead of 2 s for the whole suite). With ``AUTOPILOT_REVERSED=1`` the tests run
+  in the reverse order (``autopilot_pytest_repeat`` sets it for every second run when asked).
 - At the end it writes a status file: how many tests were collected and reported, pytest's
   exit status, the rootdir, and where the project's packages were imported from.
 
 Settings come from the environment: AUTOPILOT_STATUS (status file), AUTOPILOT_ROOTS (JSON list
 of directories), AUTOPILOT_PACKAGES (JSON list of the project's top-level package names),
-AUTOPILOT_CONTEXTS, AUTOPILOT_SELECT. The status file's name is read when the session ends,
-and the counts start again with each session: ``autopilot_pytest_repeat`` runs several
-sessions in one process.
+AUTOPILOT_CONTEXTS, AUTOPILOT_SELECT, AUTOPILOT_REVERSED. The status file's name is read when
+the session ends, and the counts start again with each session: ``autopilot_pytest_repeat``
+runs several sessions in one process.
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -
     if _SELECT is not None:
         last = len(_SELECT)
         items.sort(key=lambda item: _SELECT.get(str(item.path), last))  # stable: file by file
+    if os.environ.get("AUTOPILOT_REVERSED") == "1":
+        items.reverse()
 
 
 def pytest_collection_finish(session: Any) -> None:

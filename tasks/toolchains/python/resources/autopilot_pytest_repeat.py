@@ -8,7 +8,9 @@ imported by an earlier run stay imported. Settings come from the environment:
 
 - AUTOPILOT_REPEATS: how many runs (at least 1);
 - AUTOPILOT_REPEAT_DIR: where run N writes ``junit-N.xml``, ``status-N.json`` (the plugin's) and
-  ``run-N.json`` (``{"exit", "seconds"}``).
+  ``run-N.json`` (``{"exit", "seconds"}``);
+- AUTOPILOT_REVERSE_ALTERNATE=1: every second run runs its tests in the reverse order
+  (Autopilot's plugin reverses them when AUTOPILOT_REVERSED is 1, which this sets per run).
 
 The runs end after the first that does not exit 0; the process exits with that status. Standard
 library and pytest only: it runs with the project's interpreter.
@@ -38,7 +40,9 @@ def _run_once(args: list[str], folder: str, index: int) -> int:
 def main(args: list[str]) -> int:
     runs = max(1, int(os.environ.get("AUTOPILOT_REPEATS", "1")))
     folder = os.environ["AUTOPILOT_REPEAT_DIR"]
+    alternate = os.environ.get("AUTOPILOT_REVERSE_ALTERNATE") == "1"
     for index in range(1, runs + 1):
+        os.environ["AUTOPILOT_REVERSED"] = "1" if alternate and index % 2 == 0 else "0"
         code = _run_once(args, folder, index)
         sys.stdout.flush()
         if code != 0:

@@ -94,3 +94,13 @@ def test_short_lists_and_test_ids_stay_as_given(tmp_path: Path) -> None:
     assert args == ["tests"]
     listed = Path(env["AUTOPILOT_SELECT"]).read_text(encoding="utf-8").splitlines()
     assert listed == [str((tmp_path / n).resolve()) for n in names]
+
+
+def test_every_second_run_goes_in_reverse_in_one_process(many: Path) -> None:
+    """The whole-branch proof's two runs: the second runs every test in the reverse order."""
+    files = _files(many)
+    runner = make_runner(SandboxSettings(backend="bwrap", timeout_s=120), root=many)
+    first, second = TC.run_repeats(many, files, None, runner, runs=2, reverse_alternate=True)
+    ids = [e.id for e in first.examples]
+    assert len(ids) == 2 * FILES and [e.status for e in second.examples] == ["passed"] * 2 * FILES
+    assert [e.id for e in second.examples] == list(reversed(ids))
