@@ -23,7 +23,7 @@ def test_a_second_completion_builds_no_serializer_class(mistral_server: MistralS
     text, record = client.complete_parsed("generator", MESSAGES, str, prompt=PROMPT, about="a.py")
     assert text == "second reply"
     assert record.ok
-    assert sdk_speed._MADE == made  # every class the second call needed was already made
+    assert made == sdk_speed._MADE  # every class the second call needed was already made
     assert made, "the SDK's serializers no longer go through create_model: re-check sdk_speed"
 
 
