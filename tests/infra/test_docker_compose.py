@@ -288,4 +288,4 @@ def test_nightly_runs_on_the_docker_pool(stack: Stack) -> None:
     assert "RSpec.describe Customer" in spec.stdout
     objects = s3_objects(stack, f"runs/nightly/{dt.date.today().isoformat()}/")
     summary = json.loads(next(v for k, v in objects.items() if k.endswith("/summary.json")))
-    assert summary["files"][0]["verdict"] == "accepted"
+    assert summary["files"][0]["verdict"] == "accepted", summary["files"][0]
