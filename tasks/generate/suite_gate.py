@@ -3,10 +3,12 @@ run together with the existing suite.
 
 Every accepted outcome's files are written into the run's worktree (at the base commit), then
 the suite runs :data:`SUITE_RUNS` times, without coverage: the test files listed explicitly,
-the new ones first, every second run in the reverse order (:meth:`Toolchain.run_repeats` with
-``reverse_alternate``: pytest runs them in one process, the second session's tests reversed;
-RSpec gets the files reversed; Jest schedules them itself). An example that fails together but
-did not fail in the baseline is a new failure:
+the new ones first, every second run in the reverse order. Where the stack repeats in one
+process and the baseline had no failing example, :meth:`Toolchain.run_repeats` with
+``reverse_alternate`` runs them (pytest: one process, the second session's tests reversed;
+RSpec: the files reversed); otherwise one process per run with the files listed reversed (Jest
+schedules them itself). An example that fails together but did not fail in the baseline is a
+new failure:
 
 - in a new test file: the file's outcome is rejected at the ``suite`` gate with the failing
   examples as reasons;
@@ -112,8 +114,19 @@ class _Run:
         rules = self.chain.file_rules(self.tree.project)
         new = [p for o in kept for p in o.files if rules.is_test_file(p)]
         specs = list(dict.fromkeys(new + self.existing))
-        one_process = self.chain.repeats_in_one_process
-        timeout = self.timeout_s * SUITE_RUNS if self.timeout_s and one_process else self.timeout_s
+        if not self.chain.repeats_in_one_process or any(
+            c.status in ("failed", "error") for c in self.baseline
+        ):
+            # Repeats end at the first run that fails, and a failure the baseline already had
+            # must not end the proof: one process per run, each checked against the baseline.
+            result: ValidationResult | None = None
+            for i in range(SUITE_RUNS):
+                result, failures = self.once(list(reversed(specs)) if i % 2 else specs)
+                if failures or not _ran(result):
+                    return result, failures
+            assert result is not None
+            return result, []
+        timeout = self.timeout_s * SUITE_RUNS if self.timeout_s else None
         start = time.monotonic()
         results = self.chain.run_repeats(
             self.tree.project,
@@ -125,7 +138,7 @@ class _Run:
             reverse_alternate=True,
         )
         self.proof.seconds += time.monotonic() - start
-        for result in results:  # a stack that repeats in one process stops at a failing run
+        for result in results:  # they stop at a failing run
             self.proof.runs += 1
             failures = new_failures(result, self.baseline)
             if failures or not _ran(result):

@@ -95,3 +95,58 @@ def test_new_failures_leave_out_what_already_failed_in_the_baseline() -> None:
         ],
     )
     assert [c.id for c in new_failures(after, before)] == ["t/a.py::y"]
+
+
+_SUITE_CALC = "def double(x):\n    return x * 2\n"
+_SUITE_OLD_FAILING = "def test_known_broken():\n    assert 1 == 2\n"
+_SUITE_NEW = "from calc import double\n\n\ndef test_doubles():\n    assert double(2) == 4\n"
+#: An existing test that leaves a mark behind (it runs after the new files in the first run).
+_SUITE_ORDER = """\
+import builtins
+
+
+def test_leaves_a_mark():
+    builtins._suite_mark = True
+"""
+#: A new test that fails once the mark is there: only in the reversed run.
+_SUITE_MARKS = (
+    _SUITE_NEW
+    + "\n\ndef test_no_mark_yet():\n    import builtins\n\n"
+    + "    assert not getattr(builtins, '_suite_mark', False)\n"
+)
+
+
+@pytest.mark.parametrize("new_text", [_SUITE_NEW, _SUITE_MARKS])
+def test_a_failure_the_baseline_had_does_not_end_the_proof(tmp_path: Path, new_text: str) -> None:
+    """The suite already fails (a known broken test): the proof still makes both runs, the
+    second reversed, and only a failure the baseline did not have rejects the new file."""
+    from tasks.core.config import SandboxSettings
+    from tasks.generate.suite_gate import SUITE_RUNS, prove_together
+    from tasks.generate.types import FileOutcome
+    from tasks.sandbox.make import make_runner
+    from tasks.toolchains.registry import get_toolchain
+
+    chain = get_toolchain("python-pytest")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "calc.py").write_text(_SUITE_CALC, encoding="utf-8")
+    (tmp_path / "tests" / "test_old.py").write_text(_SUITE_OLD_FAILING, encoding="utf-8")
+    (tmp_path / "tests" / "test_order.py").write_text(_SUITE_ORDER, encoding="utf-8")
+    runner = make_runner(SandboxSettings(backend="bwrap", timeout_s=120), root=tmp_path)
+    baseline = chain.run_specs(tmp_path, [], None, runner, coverage=False)
+    assert [e.status for e in baseline.examples if e.file == "tests/test_old.py"] == ["failed"]
+    out = FileOutcome(
+        source="calc.py",
+        kind="module",
+        spec="tests/test_new.py",
+        verdict="accepted",
+        files={"tests/test_new.py": new_text},
+    )
+    proof = prove_together(tmp_path, chain, runner, [out], baseline, timeout_s=120)
+    if new_text == _SUITE_NEW:
+        assert proof.runs == SUITE_RUNS and proof.proved == ["calc.py"]
+        assert out.verdict == "accepted"
+    else:  # only the reversed run breaks the new file
+        assert proof.runs == SUITE_RUNS and list(proof.dropped) == ["calc.py"]
+        assert "test_new.py::test_no_mark_yet" in proof.dropped["calc.py"]
+        assert out.verdict == "rejected" and out.gate == "suite"
+    assert not (tmp_path / "tests" / "test_new.py").exists()  # taken out again
