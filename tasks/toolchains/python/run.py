@@ -176,8 +176,9 @@ def select_files(repo: Path, run_dir: Path, specs: list[str]) -> tuple[list[str]
     collects only those files and runs them in the given order); anything else stays as is."""
     if len(specs) <= MANY_FILES or any("::" in s for s in specs):
         return specs, {}
-    paths = [(repo / s).resolve() for s in specs]
-    if not all(p.is_file() and p.is_relative_to(repo) for p in paths):
+    # As pytest names them (from the working directory, links not resolved); inside the repo.
+    paths = [Path(os.path.normpath(repo / s)) for s in specs]
+    if not all(p.is_file() and p.resolve().is_relative_to(repo.resolve()) for p in paths):
         return specs, {}
     listing = run_dir / "selection.txt"
     listing.write_text("".join(f"{p}\n" for p in paths), encoding="utf-8")

@@ -87,19 +87,34 @@ def pytest_sessionstart(session: Any) -> None:
     _context["current"] = None
 
 
-def pytest_ignore_collect(collection_path: Any, config: Any) -> bool | None:
-    if _SELECT is None or collection_path.name in ("conftest.py", "__init__.py"):
+def _ignored(path: str) -> bool | None:
+    if _SELECT is None or os.path.basename(path) in ("conftest.py", "__init__.py"):
         return None
-    if str(collection_path) in _SELECT or not collection_path.is_file():
+    if path in _SELECT or not os.path.isfile(path):
         return None
     return True
+
+
+if int(pytest.__version__.split(".")[0]) >= 7:
+
+    def pytest_ignore_collect(collection_path: Any, config: Any) -> bool | None:
+        return _ignored(str(collection_path))
+
+else:  # pytest 6 names the argument `path` (a py.path)
+
+    def pytest_ignore_collect(path: Any, config: Any) -> bool | None:  # type: ignore[misc]
+        return _ignored(str(path))
+
+
+def _item_path(item: Any) -> str:
+    return str(getattr(item, "path", None) or item.fspath)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
     if _SELECT is not None:
         last = len(_SELECT)
-        items.sort(key=lambda item: _SELECT.get(str(item.path), last))  # stable: file by file
+        items.sort(key=lambda item: _SELECT.get(_item_path(item), last))  # stable: by file
     if os.environ.get("AUTOPILOT_REVERSED") == "1":
         items.reverse()
 
