@@ -172,12 +172,12 @@ def _redact_assignment(match: re.Match[str]) -> str:
     return f"{match.group('name')}{quote}{REDACTED}{quote}"
 
 
-@lru_cache(maxsize=256)
 def redact(text: str) -> str:
     """Replace secret-looking strings in `text` with ``[REDACTED]``.
 
-    Kept for the last texts seen (a pure function of the text): the same prompt is sent once
-    per judge sample and passes through here again on the way out.
+    The answers for the last small texts are kept (a pure function of the text): the same
+    prompt is sent once per judge sample and passes through here again on the way out. Large
+    texts (a run's captured output) are redacted each time rather than held in memory.
 
     Covers private key blocks, AWS access keys, `sk-`/`ghp_`/`xox[bp]-`/Google/Stripe tokens,
     JWTs, bearer credentials, passwords in URLs, and literal values assigned to names that
@@ -189,6 +189,16 @@ def redact(text: str) -> str:
     Returns:
         The text with every secret-looking value replaced.
     """
+    if len(text) <= _CACHED_MAX_CHARS:
+        return _redact_cached(text)
+    return _redact(text)
+
+
+#: Texts up to this size have their answers kept (256 of them at most).
+_CACHED_MAX_CHARS = 65_536
+
+
+def _redact(text: str) -> str:
     for pattern in _TOKEN_PATTERNS:
         text = pattern.sub(REDACTED, text)
     text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", text)
@@ -197,6 +207,9 @@ def redact(text: str) -> str:
         text,
     )
     return _ASSIGNMENT.sub(_redact_assignment, text)
+
+
+_redact_cached = lru_cache(maxsize=256)(_redact)
 
 
 def read_for_prompt(repo: Path, rel: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:

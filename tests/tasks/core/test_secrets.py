@@ -154,3 +154,18 @@ def test_a_sandbox_run_result_is_redacted_everywhere_it_holds_text() -> None:
     assert key not in clean.model_dump_json() and key not in (clean.examples[0].stdout or "")
     assert clean.examples[0].message == "boom [REDACTED]"
     assert key in result.model_dump_json()  # the original is left as it was
+
+
+def test_kept_and_large_texts_are_redacted_alike() -> None:
+    """Small texts' answers are kept, large ones (a run's output) are not held: both redact."""
+    from tasks.core import secrets
+
+    line = 'DB_PASSWORD="hunter2"\n'
+    small = line * 10
+    large = line * (secrets._CACHED_MAX_CHARS // len(line) + 10)
+    assert "hunter2" not in secrets.redact(small)
+    assert secrets.redact(small) == secrets.redact(small)  # the kept answer is the same one
+    before = secrets._redact_cached.cache_info().currsize
+    out = secrets.redact(large)
+    assert "hunter2" not in out and out.count("[REDACTED]") == large.count("hunter2")
+    assert secrets._redact_cached.cache_info().currsize == before  # not held in memory

@@ -90,6 +90,13 @@ def test_short_lists_and_test_ids_stay_as_given(tmp_path: Path) -> None:
     assert select_files(tmp_path, tmp_path, with_id) == (with_id, {})
     outside = [*names[:-1], "../elsewhere/test_x.py"]
     assert select_files(tmp_path, tmp_path, outside) == (outside, {})
+    # A listed link that leads out of the repository is not selected through a directory.
+    outside_dir = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside_dir.mkdir()
+    (outside_dir / "test_secret.py").write_text("", encoding="utf-8")
+    (tmp_path / "tests" / "test_link.py").symlink_to(outside_dir / "test_secret.py")
+    linked = [*names[:-1], "tests/test_link.py"]
+    assert select_files(tmp_path, tmp_path, linked) == (linked, {})
     args, env = select_files(tmp_path, tmp_path, names)
     assert args == ["tests"]
     listed = Path(env["AUTOPILOT_SELECT"]).read_text(encoding="utf-8").splitlines()
