@@ -52,6 +52,7 @@ from tasks.core.config import Settings
 from tasks.core.run_context import job_context
 from tasks.core.types import Mapping
 from tasks.generate.cache import default_store_dir
+from tasks.generate.copies import project_copies
 from tasks.generate.job import NO_MODEL, FileJob, failed, run_file_job, skipped
 from tasks.generate.loop import DEFAULT_MAX_ITERATIONS
 from tasks.generate.report import (
@@ -401,7 +402,8 @@ def _targets_and_outcomes(
         )
         for t in targets
     ]
-    outcomes = _run_targets(jobs, targets, artifact_key("nightly-progress", path.name))
+    with project_copies(project):  # the file jobs of this process re-use their copies
+        outcomes = _run_targets(jobs, targets, artifact_key("nightly-progress", path.name))
     if not any(o.verdict == "accepted" for o in outcomes):
         return baseline, targets, outcomes, None
     with job_context("suite-proof"):  # its own database, like every job

@@ -54,7 +54,7 @@ def parse_coverage(path: Path, repo: Path, aliases: Sequence[Path] = ()) -> dict
     Raises:
         CoverageError: the file cannot be read, its format is unknown, or it is malformed.
     """
-    where = _Where(repo, tuple(aliases))
+    where = _where(repo, tuple(aliases))
     fmt = _sniff(path)
     if fmt == "cobertura":
         return _cobertura(path, where)
@@ -110,7 +110,7 @@ def load_simplecov(path: Path, repo: Path, aliases: Sequence[Path] = ()) -> dict
     this is how SimpleCov itself merges results. Both the old per-file array format and the
     0.18+ ``{"lines": [...], "branches": ...}`` format are read.
     """
-    return _simplecov(_load_json(path), path, _Where(repo, tuple(aliases)))
+    return _simplecov(_load_json(path), path, _where(repo, tuple(aliases)))
 
 
 def _simplecov(data: dict[str, Any], path: Path, where: _Where) -> dict[str, FileCoverage]:
@@ -292,6 +292,14 @@ class _Where(NamedTuple):
 
     repo: Path
     aliases: tuple[Path, ...]
+    #: Every form of the root a file's path is tried against (computed once, by `_where`).
+    roots: tuple[Path, ...]
+
+
+def _where(repo: Path, aliases: tuple[Path, ...] = ()) -> _Where:
+    roots = [Path(os.path.normpath(repo.absolute())), repo.resolve()]
+    roots += [Path(os.path.normpath(a)) for a in aliases]
+    return _Where(repo, aliases, tuple(dict.fromkeys(roots)))
 
 
 def _finish(
@@ -350,16 +358,15 @@ def _relativise(file: str, where: _Where, bases: list[Path]) -> str | None:
 def _under(path: Path, where: _Where) -> PurePosixPath | None:
     """`path` relative to the repository (or an alias of it), or None if outside."""
     norm = Path(os.path.normpath(path))
-    repo = where.repo
-    roots = [Path(os.path.normpath(repo.absolute())), repo.resolve()]
-    roots += [Path(os.path.normpath(a)) for a in where.aliases]
-    for root in roots:
-        # The symlink-resolved form matters for temp dirs reached through a symlink.
-        for candidate in (norm, Path(os.path.realpath(norm))):
-            try:
-                return PurePosixPath(*candidate.relative_to(root).parts)
-            except ValueError:
-                continue
+    for root in where.roots:
+        if norm.is_relative_to(root):
+            return PurePosixPath(*norm.relative_to(root).parts)
+    # The symlink-resolved form matters for temp dirs reached through a symlink (resolved
+    # only when needed: a report names every file of the project, and each run is parsed).
+    real = Path(os.path.realpath(norm))
+    for root in where.roots:
+        if real.is_relative_to(root):
+            return PurePosixPath(*real.relative_to(root).parts)
     return None
 
 
@@ -376,7 +383,7 @@ def load_coverage_contexts(path: Path, repo: Path) -> dict[str, dict[str, set[in
     data = _load_json(path)
     if not _is_coverage_json(data) or not isinstance(data.get("files"), dict):
         raise CoverageError(f"{path}: not a coverage.py JSON report")
-    where = _Where(repo, ())
+    where = _where(repo)
     out: dict[str, dict[str, set[int]]] = {}
     for file, entry in data["files"].items():
         contexts = entry.get("contexts") if isinstance(entry, dict) else None

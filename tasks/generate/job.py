@@ -1,16 +1,15 @@
 """One target's whole job: skill, context, cache look-up, a private copy, the loop, the store.
 
-Each target works in its own copy of the project: a draft that does not load, or a new factory,
-must never break another target's runs that happen at the same time. The copy leaves out git
-metadata and machine state (caches, coverage, logs).
+Each target works in its own copy of the project (:mod:`tasks.generate.copies`): a draft that
+does not load, or a new factory, must never break another target's runs that happen at the same
+time.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,6 +19,7 @@ from tasks.core.errors import AutopilotError
 from tasks.core.types import ToolchainName
 from tasks.generate.cache import OutcomeStore, outcome_key
 from tasks.generate.context import build_context
+from tasks.generate.copies import copy_project, lease_copy
 from tasks.generate.loop import DEFAULT_MAX_ITERATIONS, generate_for_file
 from tasks.generate.report import NO_MODEL
 from tasks.generate.skills import choose_skill
@@ -27,17 +27,11 @@ from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome
 from tasks.model.client import ModelClient
 from tasks.sandbox.make import make_runner
-from tasks.toolchains import registry
 from tasks.toolchains.registry import toolchain_for
-from tasks.toolchains.runs import SCRATCH_DIR, scratch_base
 
 log = logging.getLogger(__name__)
 
 __all__ = ["NO_MODEL", "FileJob", "copy_project", "failed", "run_file_job", "skipped"]
-
-#: Left out of a target's copy anywhere in the tree (machine state, not project content).
-#: (with every toolchain's caches, ``Toolchain.cache_dirs``).
-_SKIP_ANYWHERE = frozenset({".git", SCRATCH_DIR, "node_modules"})
 
 
 class FileJob(BaseModel):
@@ -55,26 +49,6 @@ class FileJob(BaseModel):
     client_token: str = Field("", description="Names the run's shared model client")
     max_model_calls: int | None = Field(None, description="The run's model-call budget")
     file_time_limit_s: float | None = Field(None, description="Wall-clock budget per file")
-
-
-def copy_project(project: Path, parent: Path) -> Path:
-    """A private copy of `project` under `parent` (git metadata and machine state left out)."""
-    root = project.resolve()
-    anywhere = _SKIP_ANYWHERE | registry.cache_dirs()
-    top = registry.output_paths()  # the stacks' run outputs (Rails' tmp/ and log/, coverage)
-
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        skip = {n for n in names if n in anywhere}
-        if Path(directory).resolve() == root:
-            skip |= {n for n in names if n in top}
-        return skip
-
-    dest = parent / "project"
-    shutil.copytree(root, dest, ignore=ignore, symlinks=True)
-    # The worktree's prepare commands ran once (their markers say so): so did the copy's.
-    for marker in (root / SCRATCH_DIR).glob("prepared-*"):
-        shutil.copy2(marker, scratch_base(dest) / marker.name)
-    return dest
 
 
 def skipped(target: Target, reason: str) -> FileOutcome:
@@ -132,9 +106,9 @@ def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOut
         return failed(target, f"{target.source}: {exc}")
     if job.max_model_calls is not None and client.calls >= job.max_model_calls:
         return skipped(target, f"model call budget of {job.max_model_calls} calls exhausted")
-    with tempfile.TemporaryDirectory(prefix="autopilot-gen-") as tmp:
+    with ExitStack() as stack:
         try:
-            copy = copy_project(job.project, Path(tmp))
+            copy = stack.enter_context(lease_copy(job.project))
             runner = make_runner(
                 job.settings.sandbox, root=copy, toolchain_dirs=chain.sandbox_dirs(copy)
             )
