@@ -11,6 +11,7 @@ import sys
 from pathlib import Path, PurePosixPath
 
 from tasks.core.secrets import read_if_allowed
+from tasks.toolchains.python.parse import parse
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def imported_files(project: Path, source: str, source_text: str) -> list[str]:
     library and third-party imports resolve to nothing. A source that does not parse has none.
     """
     try:
-        tree = ast.parse(source_text)
+        tree = parse(source_text)
     except (SyntaxError, ValueError):
         return []
     package = _package_parts(project, source)

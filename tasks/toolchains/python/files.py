@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tasks.toolchains.files import FileRules, SpecPlan
+from tasks.toolchains.python.parse import parse
 from tasks.toolchains.python.pytest_config import (
     DEFAULT_PYTHON_FILES,
     is_py_test,
@@ -138,7 +139,7 @@ def _trivial_init(path: Path) -> bool:
     """True for an ``__init__.py`` with only a docstring, imports, ``__all__``/``__version__``
     (also inside ``if TYPE_CHECKING:`` or ``try/except ImportError`` blocks)."""
     try:
-        tree = ast.parse(path.read_bytes())
+        tree = parse(path.read_bytes())
     except (OSError, SyntaxError, ValueError) as exc:
         log.info("%s: cannot parse (%s); kept as a source", path, exc)
         return False
@@ -260,7 +261,7 @@ def _pyproject_name(repo: Path) -> str | None:
 def _defines(repo: Path, source: str, name: str) -> bool:
     """Whether `source` defines a top-level class or function called `name` (normalised)."""
     try:
-        tree = ast.parse((repo / source).read_bytes())
+        tree = parse((repo / source).read_bytes())
     except (OSError, SyntaxError, ValueError):
         return False
     kinds = ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef

@@ -90,7 +90,7 @@ def run_repeats(
         first = results[0]
         if coverage and (first.loaded or first.examples):
             suite = SuiteResult(validation=first)
-            measure(chain, repo, runner, py, env, run_dir, suite, contexts=False)
+            measure(chain, repo, runner, py, env, run_dir, suite, contexts=False, target=target)
             first.coverage = suite.files.get(target) if target is not None else None
         return [redact_validation(r) for r in results]
     finally:

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tasks.core.types import Finding
+from tasks.toolchains.python.parse import parse
 
 #: More mocks and patches than this in one test is over-mocking.
 MAX_MOCKS_PER_TEST = 3
@@ -268,7 +269,7 @@ def analyse(path: str, text: str) -> tuple[list[Finding], int]:
         tests pytest would collect from it.
     """
     try:
-        tree = ast.parse(text, filename=path)
+        tree = parse(text, filename=path)
     except SyntaxError as exc:
         msg = f"the file does not parse as Python: {exc.msg}"
         return [Finding(path=path, line=exc.lineno or 1, rule="syntax", message=msg)], 0

@@ -130,7 +130,7 @@ def run_tests(
         result.target = target
         suite = SuiteResult(validation=result, prepared=prepared, load_errors=load_errors)
         if coverage and (result.loaded or result.examples):
-            measure(chain, repo, runner, py, env, run_dir, suite, contexts=contexts)
+            measure(chain, repo, runner, py, env, run_dir, suite, contexts=contexts, target=target)
         if target is not None:
             result.coverage = suite.files.get(target)
         if reports_dir is not None:
@@ -248,9 +248,11 @@ def measure(
     suite: SuiteResult,
     *,
     contexts: bool,
+    target: str | None = None,
 ) -> None:
     """The coverage JSON of the run (combined first when the project's configuration made
-    coverage write parallel data files) into `suite`."""
+    coverage write parallel data files) into `suite`: of `target` alone when one is given
+    (without `contexts`), else of every measured file (unimported ones at 0 %)."""
     data_file = run_dir / ".coverage"
     parallel = sorted(run_dir.glob(".coverage.*"))
     cov = [py, "-m", "coverage"]
@@ -267,9 +269,17 @@ def measure(
     argv = [*cov, "json", f"--data-file={data_file}", "-o", str(json_out), "-q"]
     if contexts:
         argv.append("--show-contexts")
+    # Reporting every file of the source root parses each of them, for every file job's run:
+    # only the target's coverage is read then (a name with glob characters is not a filter).
+    alone = not contexts and target is not None and not any(c in target for c in "*?[]")
+    if alone:
+        argv.append(f"--include={repo / str(target)}")
     report = runner.run(argv, cwd=repo, env=env, timeout_s=LINT_TIMEOUT_S)
     suite.validation.duration_s += report.duration_s
-    suite.files = _coverage(repo, json_out, report)
+    if alone and not json_out.is_file() and "No data to report" in report.stdout:
+        suite.files = {}  # the target was not measured at all: no coverage, as without a filter
+    else:
+        suite.files = _coverage(repo, json_out, report)
     if contexts and json_out.is_file():
         try:
             suite.tested_by = exercised_by(

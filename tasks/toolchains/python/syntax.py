@@ -11,6 +11,7 @@ import tokenize
 from collections.abc import Iterator
 
 from tasks.toolchains.mutants import SWAPS, Mutation, apply, bump
+from tasks.toolchains.python.parse import parse
 
 #: ``ast.parse``, not ``py_compile``: nothing is written into the worktree.
 _PARSE = "import ast,sys; ast.parse(open(sys.argv[1],'rb').read(), sys.argv[1])"
@@ -24,7 +25,7 @@ def syntax_check(path: str) -> list[str] | None:
 def body_lines(text: str) -> set[int]:
     """Line numbers of the statements inside function bodies (at any depth)."""
     try:
-        tree = ast.parse(text)
+        tree = parse(text)
     except (SyntaxError, ValueError):
         return set()
     lines: set[int] = set()
@@ -41,7 +42,7 @@ def body_lines(text: str) -> set[int]:
 def mutations(path: str, text: str, lines: set[int]) -> Iterator[Mutation]:
     """Mutations of covered Python lines whose result parses to a different AST."""
     try:
-        original = ast.dump(ast.parse(text))
+        original = ast.dump(parse(text))
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (SyntaxError, tokenize.TokenError, ValueError):
         return
@@ -57,7 +58,7 @@ def mutations(path: str, text: str, lines: set[int]) -> Iterator[Mutation]:
             continue
         mutation = Mutation(path=path, line=row, col=col, before=tok.string, after=after)
         try:
-            if ast.dump(ast.parse(apply(text, mutation))) == original:
+            if ast.dump(parse(apply(text, mutation))) == original:
                 continue
         except SyntaxError:
             continue

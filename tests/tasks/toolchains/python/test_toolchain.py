@@ -176,6 +176,39 @@ def test_run_suite_reports_every_module(inv: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_run_for_a_target_reports_the_target_alone(
+    inv: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file job's run reads its target's coverage only: the others are not reported (each
+    would be parsed for nothing); the target's figures are coverage.py's own."""
+    runner, reports = runner_for(inv), tmp_path / "reports"
+    target = "src/inventory/pricing.py"
+    suite = TC.run_tests(
+        inv, ["tests/test_stock.py"], target, runner, timeout_s=None, reports_dir=reports
+    )
+    assert set(suite.files) == {target}
+    got = suite.validation.coverage
+    monkeypatch.chdir(inv)
+    cov = coverage.Coverage(data_file=str(reports / ".coverage"))
+    cov.load()
+    _, statements, _, missing, _ = cov.analysis2(str(inv / target))
+    assert got is not None and got.executable_lines == len(statements)
+    assert got.uncovered_lines == sorted(missing)
+    # A target the run did not measure at all: no coverage, and nothing to warn about.
+    with caplog.at_level("WARNING"):
+        none = TC.run_tests(
+            inv,
+            ["tests/test_stock.py"],
+            "src/inventory/absent.py",
+            runner,
+            timeout_s=None,
+            reports_dir=None,
+        )
+    assert none.validation.passed and none.validation.coverage is None and none.files == {}
+    assert not [r for r in caplog.records if "coverage" in r.getMessage()]
+
+
+@pytest.mark.slow
 def test_ruff_offences_parsed_and_fixed(inv: Path) -> None:
     write(
         inv,
