@@ -167,9 +167,8 @@ def test_lease_copy_uses_the_run_pool_and_else_a_copy_of_its_own(tmp_path: Path)
         with lease_copy(project) as two:
             pass
         assert one == two and pool.made == 1
-        with pytest.raises(RuntimeError, match="already pooled"):
-            with project_copies(project):
-                pass
+        with pytest.raises(RuntimeError, match="already pooled"), project_copies(project):
+            pass
     assert not one.exists()
 
 
