@@ -93,7 +93,10 @@ class _Copy:
             self.state[rel] = _Entry.of(st)
 
     def discard(self) -> None:
-        self._tmp.cleanup()  # also clears permissions a test took away
+        try:
+            self._tmp.cleanup()  # also clears permissions a test took away
+        except (OSError, RecursionError) as exc:
+            log.warning("copy %s not fully deleted: %s", self.path, exc)
 
 
 def _walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:
@@ -196,7 +199,7 @@ class CopyPool:
     def _give_back(self, copy: _Copy) -> None:
         try:
             fixed = reset_copy(copy, self.project)
-        except OSError as exc:
+        except (OSError, RecursionError) as exc:  # RecursionError: a tree too deep for rmtree
             log.warning("a copy of %s could not be reset (%s): deleted", self.project, exc)
             copy.discard()
             return
