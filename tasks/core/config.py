@@ -110,6 +110,15 @@ class SandboxSettings(_Group):
     )
     memory_mb: int = Field(4096, gt=0, description="Address-space limit per process")
     max_processes: int = Field(256, gt=0, description="Process limit inside the sandbox")
+    max_parallel: int | None = Field(
+        None,
+        gt=0,
+        description=(
+            "Sandboxed commands running at once in one Autopilot process; the others wait "
+            "(their timeout starts when they run). None: the CPUs the process may use; more "
+            "than the cores only adds switching between them"
+        ),
+    )
     docker_image: str = Field(
         "test-autopilot-worker:latest", description="Image of the docker backend's runs"
     )

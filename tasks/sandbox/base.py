@@ -21,6 +21,7 @@ from tasks.core.secrets import redact
 from tasks.core.types import CommandResult
 from tasks.sandbox.cache import ResultCache, cache_key, default_cache_dir
 from tasks.sandbox.proc import OUTPUT_LIMIT, RawResult, classify
+from tasks.sandbox.slots import command_slot
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +144,8 @@ class Runner(ABC):
             if hit is not None:
                 logger.info("cache hit for %s", " ".join(argv))
                 return hit
-        result = self._execute(argv, cwd=cwd, env=env, timeout_s=timeout)
+        with command_slot(self.settings.max_parallel):
+            result = self._execute(argv, cwd=cwd, env=env, timeout_s=timeout)
         # Only runs that completed on their own are reusable: a timeout or a limit may be
         # the host's fault and must be retried.
         if full_key is not None and not result.timed_out and result.reason is None:
