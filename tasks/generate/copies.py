@@ -165,10 +165,8 @@ def _restore(source: Path, root: Path, rel: str, state: dict[str, _Entry]) -> No
         dest.mkdir()
         os.chmod(dest, stat.S_IMODE(state[rel].mode))
     else:
-        origin = source / rel
-        if rel.startswith(f"{SCRATCH_DIR}/"):  # the markers copy_project added
-            origin = source / SCRATCH_DIR / rel.rsplit("/", 1)[-1]
-        shutil.copy2(origin, dest, follow_symlinks=False)
+        # copy_project's scratch markers are at the same place in the project.
+        shutil.copy2(source / rel, dest, follow_symlinks=False)
     state[rel] = _Entry.of(dest.lstat())
 
 
