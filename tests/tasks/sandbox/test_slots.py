@@ -63,16 +63,17 @@ def test_a_command_waiting_for_a_slot_has_its_whole_timeout_when_it_runs(tmp_pat
 
     def long() -> None:
         started.set()
-        done["long"] = runner.run(["sh", "-c", "sleep 1.5"], cwd=root, timeout_s=30)
+        done["long"] = runner.run(
+            ["sh", "-c", "sleep 1.5; touch long-done"], cwd=root, timeout_s=30
+        )
 
     first = threading.Thread(target=long)
     first.start()
     started.wait(timeout=30)
     time.sleep(0.2)  # the long command holds the only slot
-    waited = time.monotonic()
-    short = runner.run(["sh", "-c", "sleep 0.5; echo ran"], cwd=root, timeout_s=1.0)
-    waited = time.monotonic() - waited
+    # It runs only after the long one ended (its mark is there), and still has its whole second.
+    script = "test -f long-done && sleep 0.5 && echo ran"
+    short = runner.run(["sh", "-c", script], cwd=root, timeout_s=1.0)
     first.join()
     assert done["long"].exit_code == 0
     assert not short.timed_out and short.exit_code == 0 and "ran" in short.stdout
-    assert waited > 1.0  # it did wait for the slot: more than its own timeout in all
