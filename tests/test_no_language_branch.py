@@ -29,6 +29,9 @@ ALLOWED: dict[str, str] = {
     "tasks/core/config.py": "the settings a stack reads (the project's Python interpreter)",
     "flows/demo/": "the scripted demo model's replies are written for the bundled Rails example",
     "tasks/core/secrets.py": "code file suffixes of many languages: credentials.rb is code",
+    "tasks/sandbox/resources/egress_forward.py": "the install step's egress forwarder is a "
+    "script of Autopilot's own interpreter, whatever the project's stack",
+    "tasks/sandbox/base.py": "names that forwarder's file (tasks/sandbox/resources/)",
     "tasks/sandbox/view.py": "the /etc entries the stacks' tools read are in the view the "
     "sandbox builds before any toolchain is chosen",
 }

@@ -59,7 +59,9 @@ def prepared_run(
     """
     chain = toolchain_class(toolchain).from_settings(settings)
     builder = chain.env_builder()
-    outcome = prepare_environment(project, builder, home=settings.home, settings=settings.envs)
+    outcome = prepare_environment(
+        project, builder, home=settings.home, settings=settings.envs, sandbox=settings.sandbox
+    )
     if isinstance(outcome, EnvProblem):
         tool = builder.tool if builder is not None else outcome.stack
         why = SuiteProblem(

@@ -31,7 +31,15 @@ class EnvSettings(_Group):
     network: bool = Field(
         True,
         description="The install step may reach the package registries (the only step that "
-        "ever may); off: installed gems, vendor/cache and the uv cache only",
+        "ever may; through Autopilot's egress proxy, from its own sandbox); off: the "
+        "machine's installed gems and the project's vendor/cache only",
+    )
+    allow_hosts: list[str] | None = Field(
+        None,
+        description="The only hosts the install step may reach (names, '*.suffix' patterns or "
+        "IPs, each with an optional :port; an internal mirror is allowed at any address); "
+        "unset: any host at a public address, never the host's loopback, link-local, private "
+        "networks or its own addresses",
     )
     install_timeout_s: float = Field(
         1800.0, gt=0, description="Wall-clock limit of one environment's whole install"
@@ -51,7 +59,16 @@ class EnvSettings(_Group):
         "installation) for the stacks that read it; default: the system's",
     )
 
+    @field_validator("allow_hosts")
+    @classmethod
+    def _check_hosts(cls, hosts: list[str] | None) -> list[str] | None:
+        for entry in hosts or []:
+            if not _ALLOWED_HOST.fullmatch(entry.strip()):
+                raise ValueError(f"{entry!r}: expected a host name, '*.suffix' or an IP[:port]")
+        return hosts
 
+
+_ALLOWED_HOST = re.compile(r"(?:\*\.)?[A-Za-z0-9_.-]+(?::\d{1,5})?|\[[0-9A-Fa-f:.]+\](?::\d{1,5})?")
 _BARE = re.compile(r"\d+(?:\.\d+)*")
 
 

@@ -12,15 +12,19 @@ Public: :func:`prepare_environment` (build or reuse; a typed :class:`PreparedEnv
 settings), :func:`prune_envs` and :func:`list_envs`.
 
 May import: the standard library, pydantic, ``tasks.core.errors``/``tasks.core.types`` (types only),
-``tasks.core.run_settings`` (its settings group).
-Nothing here imports the sandbox, the model or a flow; the install step is the only code in
-Autopilot allowed to reach the package registries.
+``tasks.core.run_settings`` (its settings group), ``tasks.core.config`` (the sandbox settings the
+install steps run under), ``tasks.sandbox`` (the install steps' sandbox and egress proxy).
+Nothing here imports the model or a flow. Every install step runs in the sandbox
+(``space``: a private copy of the project, only the environment being built writable, no
+secrets); it is the only code in Autopilot whose commands may reach the package registries,
+and only through the egress proxy, on the operator's rule.
 """
 
 from tasks.envs.builder import EnvBuilder
 from tasks.envs.needs import NeedsRunner, RunNeeds, runner_with
 from tasks.envs.prepare import prepare_environment, user_environment
 from tasks.envs.settings import EnvSettings
+from tasks.envs.space import InstallSpace
 from tasks.envs.store import list_envs, prune_envs
 from tasks.envs.types import EnvProblem, PreparedEnv, PrepareOutcome
 
@@ -28,6 +32,7 @@ __all__ = [
     "EnvBuilder",
     "EnvProblem",
     "EnvSettings",
+    "InstallSpace",
     "NeedsRunner",
     "PrepareOutcome",
     "PreparedEnv",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from tasks.envs.needs import RunNeeds
     from tasks.envs.settings import EnvSettings
+    from tasks.envs.space import InstallSpace
     from tasks.envs.store import EnvRecord
 
 
@@ -33,19 +34,23 @@ class EnvBuilder(Protocol):
         """The tool versions the key includes (raises ``BuildFailed`` when a tool is missing)."""
         ...
 
+    def install_programs(self) -> list[str]:
+        """Host programs the install runs that a command line does not start with (an
+        interpreter named by an option): the sandbox shows their installations."""
+        ...
+
     def build(
         self,
-        project: Path,
-        tmp: Path,
-        final: Path,
-        log_path: Path,
+        space: InstallSpace,
         *,
         toolchain: str,
         inputs: dict[str, str],
         network: bool,
         timeout_s: float,
     ) -> EnvRecord:
-        """Install into `tmp` (to live at `final`); raises ``BuildFailed`` with one line."""
+        """Install into ``space.tmp`` (to live at ``space.final``; the install's commands
+        see it at ``space.out``), every command through ``space.run``, in the sandbox;
+        raises ``BuildFailed`` with one line."""
         ...
 
     def run_env(self, path: Path, record: EnvRecord) -> dict[str, str]:

@@ -58,8 +58,24 @@ def classify(step: StepResult, rules: StackRules, *, network: bool) -> tuple[Cau
         return "tool_missing", f"{text.strip() or step.argv[0]}: not installed"
     found = rules(text, network)
     if found is not None:
-        return found
+        return _with_egress(found, text)
     return "build_failed", f"{_cmd(step)} exited {step.exit_code}: {last_line(text)}"
+
+
+#: What the install sandbox writes before a step's output when its egress proxy refused one.
+_EGRESS_REFUSED = re.compile(r"^egress (?P<dest>\S+) refused \((?P<why>.*)\)$", re.MULTILINE)
+
+
+def _with_egress(found: tuple[Cause, str], text: str) -> tuple[Cause, str]:
+    """A registry failure that the egress rule caused says so: the operator widens it."""
+    cause, _message = found
+    refused = _EGRESS_REFUSED.search(text)
+    if cause != "no_registry_access" or refused is None:
+        return found
+    return cause, one(
+        f"no registry access: {refused['dest']} refused by the install step's egress rule "
+        f"({refused['why']}); the operator's [envs] allow_hosts lists what it may reach"
+    )
 
 
 def header(text: str) -> str | None:

@@ -15,9 +15,11 @@ import hashlib
 import logging
 from pathlib import Path
 
+from tasks.core.config import SandboxSettings
 from tasks.envs.builder import EnvBuilder
 from tasks.envs.needs import RunNeeds
 from tasks.envs.settings import EnvSettings
+from tasks.envs.space import install_space
 from tasks.envs.store import (
     BUILD_LOG,
     META_DIR,
@@ -30,6 +32,7 @@ from tasks.envs.store import (
     prune_envs,
 )
 from tasks.envs.types import EnvProblem, PreparedEnv, PrepareOutcome
+from tasks.sandbox.view import interpreter_dirs
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,7 @@ def prepare_environment(
     *,
     home: Path,
     settings: EnvSettings | None = None,
+    sandbox: SandboxSettings | None = None,
 ) -> PrepareOutcome:
     """Build (once) or reuse the environment `project`'s tests need.
 
@@ -67,12 +71,15 @@ def prepare_environment(
         builder: the toolchain's environment builder (None: nothing to prepare).
         home: ``$AUTOPILOT_HOME``; environments live in ``<home>/envs``.
         settings: the ``[envs]`` settings (defaults when None).
+        sandbox: the sandbox the install steps run in (its backend and limits; defaults when
+            None): see :mod:`tasks.envs.space`.
 
     Returns:
         The environment, the problem that kept it from being built, or None when there is
         nothing to prepare (no builder, no lock file, or preparation switched off).
     """
     settings = settings or EnvSettings()
+    sandbox = sandbox or SandboxSettings()
     if builder is None or not settings.prepare:
         return None
     project = Path(project).resolve()
@@ -87,16 +94,22 @@ def prepare_environment(
         name = env_name(stack, env_key(inputs, tool_id))
 
         def build(tmp: Path, final: Path, log_path: Path) -> EnvRecord:
-            return builder.build(
+            with install_space(
                 project,
                 tmp,
                 final,
                 log_path,
-                toolchain=tool_id,
-                inputs=inputs,
-                network=settings.network,
-                timeout_s=settings.install_timeout_s,
-            )
+                sandbox=sandbox,
+                allow_hosts=settings.allow_hosts,
+                tool_dirs=[d for p in builder.install_programs() for d in interpreter_dirs(p)],
+            ) as space:
+                return builder.build(
+                    space,
+                    toolchain=tool_id,
+                    inputs=inputs,
+                    network=settings.network,
+                    timeout_s=settings.install_timeout_s,
+                )
 
         path, record, built = ensure_env(
             home, name, build, lock_timeout_s=settings.install_timeout_s + LOCK_MARGIN_S

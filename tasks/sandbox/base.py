@@ -4,10 +4,12 @@ result cache every backend shares."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
 import os
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,14 +18,23 @@ from typing import ClassVar, Literal
 
 from tasks.core.config import SandboxSettings
 from tasks.core.errors import SandboxError
-from tasks.core.run_context import current_run_context
+from tasks.core.resources import resource_path
+from tasks.core.run_context import RunContext, current_run_context
 from tasks.core.secrets import redact
 from tasks.core.types import CommandResult
 from tasks.sandbox.cache import ResultCache, cache_key, default_cache_dir
+from tasks.sandbox.egress import EgressProxy
 from tasks.sandbox.proc import OUTPUT_LIMIT, RawResult, classify
 from tasks.sandbox.slots import command_slot
 
 logger = logging.getLogger(__name__)
+
+
+@functools.cache
+def forwarder_code() -> str:
+    """The egress forwarder's source (``resources/egress_forward.py``), read once."""
+    return resource_path("tasks/sandbox/resources/egress_forward.py").read_text("utf-8")
+
 
 Backend = Literal["bwrap", "docker", "none"]
 #: Where the private HOME lives inside the sandbox (on the private /tmp).
@@ -81,6 +92,9 @@ class Runner(ABC):
         cache_dir: Path | None = None,
         limits: Limits | None = None,
         toolchain_dirs: Sequence[str | Path] = (),
+        writable: Sequence[tuple[str, str]] = (),
+        egress: EgressProxy | None = None,
+        inherit_context: bool = True,
     ) -> None:
         root = Path(root).resolve()
         if not root.is_dir():
@@ -90,14 +104,20 @@ class Runner(ABC):
         self.settings = settings
         self.root = root
         self.limits = limits or Limits.from_settings(settings)
-        # The run's prepared environment and services sockets (tasks.core.run_context).
-        context = current_run_context()
+        # The run's prepared environment and services sockets (tasks.core.run_context); an
+        # install step's sandbox takes none of them.
+        context = current_run_context() if inherit_context else RunContext()
         #: Extra read-only directories the toolchains need, each shown by its exact path.
         self.toolchain_dirs = [
             os.path.abspath(d) for d in dict.fromkeys([*map(str, toolchain_dirs), *context.dirs])
         ]
         #: Variables every command gets (the run's context), under the caller's own.
         self.fixed_env = dict(context.env)
+        #: Host directories shown writable at another place (an environment being built, at
+        #: its final path): set by Autopilot's install step only, never by configuration.
+        self.writable = [(os.path.abspath(src), os.path.abspath(dst)) for src, dst in writable]
+        #: The proxy an install step reaches the registries through (None: no network).
+        self.egress = egress
         self.cache = ResultCache(cache_dir if cache_dir is not None else default_cache_dir())
         self._setup()
 
@@ -156,6 +176,22 @@ class Runner(ABC):
         where = str(cwd.relative_to(self.root))
         view = [self.settings.read_only, self.toolchain_dirs]
         return cache_key(key, "", [where], json.dumps([sorted(env.items()), view]))
+
+    def host_path(self, path: str) -> str:
+        """Where `path` (as the command sees it) is on the host: a path under a writable
+        bind's destination lies in its source (host-side checks look there)."""
+        for source, dest in self.writable:
+            if path == dest or path.startswith(dest.rstrip("/") + "/"):
+                return source + path[len(dest) :]
+        return path
+
+    def egress_argv(self, argv: list[str]) -> list[str]:
+        """`argv` started through the egress forwarder when this runner has a proxy (the
+        forwarder runs on Autopilot's interpreter, which every backend shows)."""
+        if self.egress is None:
+            return argv
+        code = forwarder_code()
+        return [sys.executable, "-I", "-c", code, self.egress.socket_path, "--", *argv]
 
     @abstractmethod
     def _execute(

@@ -134,6 +134,10 @@ class BwrapRunner(Runner):
         # stays writable inside a read-only parent.
         for mount in [*view.extra, view.root]:
             cmd += mount.args()
+        for source, dest in self.writable:
+            cmd += ["--bind", source, dest]
+        if self.egress is not None:
+            cmd += ["--ro-bind", self.egress.socket_dir, self.egress.socket_dir]
         # bwrap builds the view on a tmpfs; it is made read-only once every mount is in place.
         cmd += ["--remount-ro", "/", "--clearenv"]
         for name, value in env.items():
@@ -151,13 +155,15 @@ class BwrapRunner(Runner):
         view = self.view(argv[0])
         path = view.sandbox_path(os.environ.get("PATH", DEFAULT_PATH)) or DEFAULT_PATH
         full_env = base_env(SANDBOX_HOME, {"TMPDIR": "/tmp", **env}, path=path)
-        resolve_program(argv[0], cwd, full_env["PATH"])
-        if os.path.isabs(argv[0]) and not view.shows(argv[0]):
+        program = self.host_path(argv[0])
+        resolve_program(program, cwd, full_env["PATH"])
+        if os.path.isabs(argv[0]) and program == argv[0] and not view.shows(argv[0]):
             raise SandboxError(
                 f"{argv[0]}: not visible in the sandbox; declare its directory in "
                 "[sandbox] read_only"
             )
-        cmd = self.command(argv, cwd=cwd, env=full_env, timeout_s=timeout_s, view=view)
+        wrapped = self.egress_argv(argv)
+        cmd = self.command(wrapped, cwd=cwd, env=full_env, timeout_s=timeout_s, view=view)
         # bwrap itself gets a minimal environment; the command's is set by --setenv.
         raw = spawn(cmd, self, {"PATH": DEFAULT_PATH}, self.root, timeout_s)
         first = raw.stderr.lstrip().splitlines()[:1]

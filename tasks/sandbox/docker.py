@@ -81,6 +81,7 @@ def docker_run_kwargs(
     timeout_s: float,
     user: str = "1000:1000",
     read_only: Sequence[str] = (),
+    writable: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
     """Keyword arguments for `client.containers.create(**kwargs)`.
 
@@ -94,6 +95,8 @@ def docker_run_kwargs(
         path: {"bind": path, "mode": "ro"} for path in sorted(set(read_only)) if path
     }
     volumes[str(root)] = {"bind": str(root), "mode": "rw"}
+    for source, dest in writable:
+        volumes[source] = {"bind": dest, "mode": "rw"}
     return {
         "image": image,
         # The image's own entrypoint (the worker's start-up) is replaced, never run.
@@ -184,7 +187,11 @@ class DockerRunner(Runner):
         """The host directories a run of `program` shows read-only: its installation, the
         runner's `toolchain_dirs` (the toolchain's tools, as bwrap shows them) and the declared
         ones."""
-        return [*toolchain_dirs(program), *self.toolchain_dirs, *self.settings.read_only]
+        dirs = [*toolchain_dirs(program), *self.toolchain_dirs, *self.settings.read_only]
+        if self.egress is not None:
+            # The forwarder (on Autopilot's interpreter) and the proxy's socket directory.
+            dirs += [*toolchain_dirs(sys.executable), self.egress.socket_dir]
+        return dirs
 
     def client(self) -> Any:
         """The engine client, connected on first use; SandboxError when no engine answers."""
@@ -248,7 +255,7 @@ class DockerRunner(Runner):
         client = self.client()
         kwargs = docker_run_kwargs(
             image=self.settings.docker_image,
-            argv=argv,
+            argv=self.egress_argv(argv),
             root=self.root,
             cwd=cwd,
             env=self.environment(env),
@@ -256,6 +263,7 @@ class DockerRunner(Runner):
             timeout_s=timeout_s,
             user=_owner(self.root),
             read_only=self.read_only_dirs(argv[0]),
+            writable=self.writable,
         )
         image = kwargs.pop("image")
         start = time.monotonic()

@@ -17,6 +17,7 @@ from pathlib import Path
 from tasks.core.config import SandboxSettings
 from tasks.core.errors import SandboxError
 from tasks.sandbox.base import Limits, Runner
+from tasks.sandbox.egress import EgressProxy
 
 
 def make_runner(
@@ -26,6 +27,9 @@ def make_runner(
     cache_dir: Path | None = None,
     limits: Limits | None = None,
     toolchain_dirs: Sequence[str | Path] = (),
+    writable: Sequence[tuple[str, str]] = (),
+    egress: EgressProxy | None = None,
+    inherit_context: bool = True,
 ) -> Runner:
     """The runner for the configured backend.
 
@@ -39,6 +43,12 @@ def make_runner(
             (e.g. a prepared environment ``$AUTOPILOT_HOME/envs/<name>``, or what
             :func:`interpreter_dirs` gives for an interpreter). The interpreter a command
             starts with (an absolute ``argv[0]``) is added on its own.
+        writable: (host directory, path in the sandbox) pairs shown writable: the install
+            step's environment being built, at its final path (bwrap and docker).
+        egress: the proxy an install step reaches the registries through
+            (:mod:`tasks.sandbox.egress`); None: no network at all.
+        inherit_context: False for an install step: none of the run's prepared directories,
+            services or variables (:mod:`tasks.core.run_context`).
 
     Raises:
         SandboxError: the backend is unavailable ("auto" without bwrap says how to fix it).
@@ -66,4 +76,13 @@ def make_runner(
         from tasks.sandbox.local import LocalRunner
 
         cls = LocalRunner
-    return cls(settings, root, cache_dir=cache_dir, limits=limits, toolchain_dirs=toolchain_dirs)
+    return cls(
+        settings,
+        root,
+        cache_dir=cache_dir,
+        limits=limits,
+        toolchain_dirs=toolchain_dirs,
+        writable=writable,
+        egress=egress,
+        inherit_context=inherit_context,
+    )

@@ -19,6 +19,7 @@ base interpreter's version.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import os
@@ -31,9 +32,10 @@ from pathlib import Path
 from shutil import which
 
 from tasks.envs.classify import classify
-from tasks.envs.install import StepResult, install_env, run_step
+from tasks.envs.install import StepResult
 from tasks.envs.needs import RunNeeds
 from tasks.envs.settings import EnvSettings
+from tasks.envs.space import InstallSpace
 from tasks.envs.store import BuildFailed, EnvRecord
 from tasks.toolchains.python.install_errors import installer_rules
 
@@ -119,15 +121,25 @@ def test_groups(project: Path) -> list[str]:
     return sorted(n for n in names if _TEST_GROUP.search(n))
 
 
-def _uv() -> str | None:
-    return which("uv")
+def find_uv(base_python: str) -> str | None:
+    """uv's own binary (not a version manager's shim, which the sandbox could not run): the
+    one beside the base interpreter, else the one on PATH."""
+    beside = Path(base_python).parent / "uv"
+    for candidate in (beside, Path(which("uv") or "")):
+        path = Path(os.path.realpath(candidate))
+        if candidate.name and path.is_file() and os.access(path, os.X_OK) and _binary(path):
+            return str(path)
+    return None
+
+
+def _binary(path: Path) -> bool:
+    with contextlib.suppress(OSError), path.open("rb") as fh:
+        return fh.read(4) == b"\x7fELF"
+    return False
 
 
 def build(
-    project: Path,
-    tmp: Path,
-    final: Path,
-    log_path: Path,
+    space: InstallSpace,
     *,
     base_python: str,
     toolchain: str,
@@ -135,7 +147,8 @@ def build(
     network: bool,
     timeout_s: float,
 ) -> EnvRecord:
-    """Create the virtualenv in `tmp` (to live at `final`) and install into it.
+    """Create the virtualenv at ``space.out/venv`` and install into it, every step in the
+    install sandbox (:mod:`tasks.envs.space`).
 
     Raises:
         BuildFailed: one line naming the cause (unknown package, no registry access, a
@@ -143,52 +156,57 @@ def build(
     """
     started = time.monotonic()
     deadline = started + timeout_s
-    uv = _uv()
-    env = install_env({} if network else {"UV_OFFLINE": "1", "PIP_NO_INDEX": "1"}, TOOL_VARS)
-    venv = tmp / "venv"
-    py = str(venv / "bin" / "python")
+    uv = find_uv(base_python)
+    env = {} if network else {"UV_OFFLINE": "1", "PIP_NO_INDEX": "1"}
+    env |= {
+        "UV_PYTHON_DOWNLOADS": "never",
+        "UV_CACHE_DIR": str(space.scratch / "cache" / "uv"),
+        "UV_LINK_MODE": "copy",  # the cache is private to this build: nothing to share
+    }
+    venv = space.path("venv")
+    py = space.path("venv", "bin", "python")
     commands: list[list[str]] = []
 
-    def step(argv: list[str], cwd: Path = project) -> StepResult:
+    def step(argv: list[str], *, online: bool = network, check: bool = True) -> StepResult:
         commands.append(argv)
         remaining = max(1.0, deadline - time.monotonic())
-        done = run_step(
-            argv, cwd=cwd, env=env, timeout_s=remaining, log_path=log_path, network=network
-        )
-        if not done.ok:
+        done = space.run(argv, env=env, timeout_s=remaining, network=online, drop=TOOL_VARS)
+        if check and not done.ok:
             raise BuildFailed(*classify(done, installer_rules, network=network))
         return done
 
     if "uv.lock" in inputs:
         if uv is None:
             raise BuildFailed("tool_missing", "uv.lock needs uv to install (install uv)")
-        env["UV_PROJECT_ENVIRONMENT"] = str(venv)
+        env["UV_PROJECT_ENVIRONMENT"] = venv
         sync = [uv, "sync", "--frozen", "--no-install-project", "--all-extras"]
-        groups = [arg for group in test_groups(project) for arg in ("--group", group)]
+        groups = [arg for group in test_groups(space.project) for arg in ("--group", group)]
         step([*sync, *groups, "--python", base_python])
     else:
         if uv is not None:
-            step([uv, "venv", "--quiet", "--python", base_python, str(venv)])
+            step([uv, "venv", "--quiet", "--python", base_python, venv], online=False)
             install = [uv, "pip", "install", "--python", py]
         else:
-            step([base_python, "-m", "venv", str(venv)])
+            step([base_python, "-m", "venv", venv], online=False)
             install = [py, "-m", "pip", "install", "--disable-pip-version-check"]
         reqs = [f for f in inputs if f.endswith(".txt")]
         if reqs:
             step([*install, *[a for r in reqs for a in ("-r", r)]])
-        elif extra := _pyproject_requirements(project):
+        elif extra := _pyproject_requirements(space.project):
             step([*install, *extra])
-    missing = _missing(py, RUNNER_PACKAGES)
+    probe = step([py, "-c", _PROBE, *RUNNER_PACKAGES], online=False, check=False)
+    missing = probe.stdout.split() if probe.ok else list(RUNNER_PACKAGES)
     if missing:
         pip = [uv, "pip", "install", "--python", py] if uv else [py, "-m", "pip", "install"]
         step([*pip, *missing])
     # Bytecode as if compiled where the environment will live (tracebacks name that place).
-    site = venv / "lib"
-    step([py, "-m", "compileall", "-q", "-j", "0", "-s", str(tmp), "-p", str(final), str(site)])
+    site = space.path("venv", "lib")
+    out, final = str(space.out), str(space.final)
+    step([py, "-m", "compileall", "-q", "-j", "0", "-s", out, "-p", final, site], online=False)
     return EnvRecord(
-        name=final.name,
+        name=space.final.name,
         stack=PythonEnvBuilder.stack,
-        key=final.name.split("-", 1)[1],
+        key=space.final.name.split("-", 1)[1],
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         inputs=inputs,
         toolchain=toolchain,
@@ -198,16 +216,11 @@ def build(
     )
 
 
-def _missing(python: str, packages: tuple[str, ...]) -> list[str]:
-    """Which of `packages` the environment's interpreter cannot find."""
-    probe = (
-        "import importlib.util, sys\n"
-        "print(' '.join(p for p in sys.argv[1:] if importlib.util.find_spec(p) is None))"
-    )
-    done = subprocess.run(
-        [python, "-c", probe, *packages], capture_output=True, text=True, timeout=60
-    )
-    return done.stdout.split() if done.returncode == 0 else list(packages)
+#: Prints which of its arguments the interpreter cannot import (run inside the sandbox).
+_PROBE = (
+    "import importlib.util, sys\n"
+    "print(' '.join(p for p in sys.argv[1:] if importlib.util.find_spec(p) is None))"
+)
 
 
 class PythonEnvBuilder:
@@ -227,12 +240,13 @@ class PythonEnvBuilder:
     def toolchain_id(self) -> str:
         return toolchain_id(self.base_python)
 
+    def install_programs(self) -> list[str]:
+        # The base interpreter is named by an option (`--python`), not started first.
+        return [self.base_python]
+
     def build(
         self,
-        project: Path,
-        tmp: Path,
-        final: Path,
-        log_path: Path,
+        space: InstallSpace,
         *,
         toolchain: str,
         inputs: dict[str, str],
@@ -240,10 +254,7 @@ class PythonEnvBuilder:
         timeout_s: float,
     ) -> EnvRecord:
         return build(
-            project,
-            tmp,
-            final,
-            log_path,
+            space,
             base_python=self.base_python,
             toolchain=toolchain,
             inputs=inputs,

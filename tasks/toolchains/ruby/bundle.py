@@ -20,16 +20,15 @@ import datetime as dt
 import functools
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from tasks.envs.classify import classify
-from tasks.envs.install import StepResult, install_env, run_step
 from tasks.envs.needs import RunNeeds
 from tasks.envs.settings import EnvSettings
+from tasks.envs.space import InstallSpace
 from tasks.envs.store import BuildFailed, EnvRecord
 from tasks.toolchains.ruby.bundle_errors import bundler_rules
 
@@ -108,19 +107,20 @@ class BundleBuilder:
     def toolchain_id(self) -> str:
         return toolchain_id()
 
+    def install_programs(self) -> list[str]:
+        return []  # Ruby and Bundler are the system's, which every sandbox shows
+
     def build(
         self,
-        project: Path,
-        tmp: Path,
-        final: Path,
-        log_path: Path,
+        space: InstallSpace,
         *,
         toolchain: str,
         inputs: dict[str, str],
         network: bool,
         timeout_s: float,
     ) -> EnvRecord:
-        """Install the bundle of `project` into `tmp` (to live at `final`).
+        """Install the bundle of the project into ``space.out`` (to live at ``space.final``),
+        in the install sandbox (:mod:`tasks.envs.space`).
 
         Raises:
             BuildFailed: the bundle cannot be installed (one line: missing native library,
@@ -128,16 +128,12 @@ class BundleBuilder:
         """
         started = time.monotonic()
         gem_path = system_gem_path()
-        scratch = Path(tempfile.mkdtemp(prefix="autopilot-bundle-home-"))
-        try:
-            env = _install_env(project, tmp, scratch, gem_path, bundler_version(toolchain))
-            commands, network_used = _install(project, env, log_path, network, timeout_s)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        env = _install_env(space, gem_path, bundler_version(toolchain))
+        commands, network_used = _install(space, env, network, timeout_s)
         return EnvRecord(
-            name=final.name,
+            name=space.final.name,
             stack=self.stack,
-            key=final.name.split("-", 1)[1],
+            key=space.final.name.split("-", 1)[1],
             created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             inputs=inputs,
             toolchain=toolchain,
@@ -182,68 +178,50 @@ class BundleBuilder:
         return RunNeeds(dirs=tuple(dirs), env=env) if dirs else None
 
 
-def _install_env(
-    project: Path, tmp: Path, scratch: Path, gem_path: list[str], bundler: str
-) -> dict[str, str]:
-    gems = tmp / "gems"
-    gems.mkdir()
-    (tmp / "bundle-config").mkdir()
-    own = {
-        "HOME": str(scratch),
-        "GEM_HOME": str(gems),
-        "GEM_PATH": ":".join([str(gems), *gem_path]),
-        "BUNDLE_GEMFILE": str(project / "Gemfile"),
+def _install_env(space: InstallSpace, gem_path: list[str], bundler: str) -> dict[str, str]:
+    (space.tmp / "gems").mkdir()
+    (space.tmp / "bundle-config").mkdir()
+    gems = space.path("gems")
+    return {
+        "GEM_HOME": gems,
+        "GEM_PATH": ":".join([gems, *gem_path]),
+        "BUNDLE_GEMFILE": str(space.src / "Gemfile"),
         "BUNDLE_FROZEN": "true",
-        "BUNDLE_APP_CONFIG": str(tmp / "bundle-config"),
+        "BUNDLE_APP_CONFIG": space.path("bundle-config"),
         # Never switch to the Bundler version the lock was made with (that installs one,
         # from a registry): the machine's Bundler, the one the key names, does the work.
         "BUNDLER_VERSION": bundler,
         "BUNDLE_SILENCE_ROOT_WARNING": "true",
         "BUNDLE_DISABLE_VERSION_CHECK": "true",
     }
-    return install_env(own, drop=TOOL_VARS)
 
 
 def _install(
-    project: Path, env: dict[str, str], log_path: Path, network: bool, timeout_s: float
+    space: InstallSpace, env: dict[str, str], network: bool, timeout_s: float
 ) -> tuple[list[str], bool]:
     """Offline first, then (when allowed and needed) from the registries: the commands run
     and whether the network was used. Raises BuildFailed with the cause."""
     deadline = time.monotonic() + timeout_s
-    step = run_step(
+    step = space.run(
         ["bundle", "install", "--local"],
-        cwd=project,
         env=env,
         timeout_s=timeout_s,
-        log_path=log_path,
         network=False,
+        drop=TOOL_VARS,
     )
     commands = ["bundle install --local"]
     remote = not step.ok and network and bool(_NEEDS_REMOTE.search(step.output))
     if remote:
-        step = _install_remote(project, env, log_path, max(1.0, deadline - time.monotonic()))
+        # Bundler 2.3 never fetches while frozen; the offline step has shown the lock matches
+        # the Gemfile (a rewritten lock stays in the install's own copy of the project).
+        step = space.run(
+            ["bundle", "install", "--jobs", "4", "--retry", "2"],
+            env={k: v for k, v in env.items() if k != "BUNDLE_FROZEN"},
+            timeout_s=max(1.0, deadline - time.monotonic()),
+            network=True,
+            drop=TOOL_VARS,
+        )
         commands.append("bundle install")
     if not step.ok:
         raise BuildFailed(*classify(step, bundler_rules, network=network))
     return commands, remote
-
-
-def _install_remote(
-    project: Path, env: dict[str, str], log_path: Path, timeout_s: float
-) -> StepResult:
-    # Bundler 2.3 never fetches while frozen; the offline step has shown the lock matches the
-    # Gemfile, and the lock's bytes are put back should Bundler rewrite it.
-    lock = project / "Gemfile.lock"
-    before = lock.read_bytes()
-    try:
-        return run_step(
-            ["bundle", "install", "--jobs", "4", "--retry", "2"],
-            cwd=project,
-            env={k: v for k, v in env.items() if k != "BUNDLE_FROZEN"},
-            timeout_s=timeout_s,
-            log_path=log_path,
-            network=True,
-        )
-    finally:
-        if lock.read_bytes() != before:
-            lock.write_bytes(before)
