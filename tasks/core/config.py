@@ -69,6 +69,12 @@ class ModelSettings(_Group):
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature of every call")
     max_tokens: int = Field(8192, gt=0, description="Most tokens one reply may have")
     judge_samples: int = Field(3, ge=1, description="LLM judge samples; the median counts")
+    reuse_replies: bool = Field(
+        True,
+        description="Keep every model reply (under <cache>/replies, keyed by the exact request "
+        "and its occurrence) before it is used, and answer the same request from there: a "
+        "resumed or repeated run never pays twice for a reply",
+    )
     shared_limit: str | None = Field(
         None,
         description="Prefect global concurrency limit every model call takes a slot of, across "

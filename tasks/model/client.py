@@ -11,13 +11,14 @@ with the parse error as a new user message, at most ``max_reasks`` times.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
-from mistralai.client import Mistral, RetryConfig, models
+from mistralai.client import Mistral, RetryConfig
 from mistralai.client.utils import BackoffStrategy
 from mistralai.extra.utils import response_format_from_pydantic_model
 from pydantic import BaseModel
@@ -26,7 +27,7 @@ from tasks.core.config import Settings
 from tasks.core.errors import ConfigError, ModelError, ReplyFormatError
 from tasks.core.secrets import redact
 from tasks.core.types import PromptMeta
-from tasks.model import sdk_speed
+from tasks.model import sdk_speed, send
 from tasks.model import transport as transport
 from tasks.model.messages import (
     ROLES,
@@ -38,6 +39,7 @@ from tasks.model.messages import (
     prepare_messages,
 )
 from tasks.model.replies import parse_diff_reply, parse_files_reply, parse_json_reply
+from tasks.model.reply_store import ReplyStore, StoredReply, request_digest
 
 __all__ = [
     "CallRecord",
@@ -88,6 +90,7 @@ class ModelClient:
         max_tokens: int = 8192,
         backoff: transport.Backoff | None = None,
         shared_limit: str | None = None,
+        reply_store: ReplyStore | None = None,
     ) -> None:
         """Build a client; most callers want :meth:`from_settings`.
 
@@ -104,6 +107,8 @@ class ModelClient:
             backoff: backoff shape for transport retries.
             shared_limit: a Prefect global concurrency limit each call also takes a slot of,
                 so processes on several machines (Dask workers) share one limit.
+            reply_store: where every reply is kept before it is used, and answered from when
+                the same request comes again (:mod:`tasks.model.reply_store`); None: never.
         """
         missing = [r for r in ROLES if r != "scout" and r not in models]
         if missing:
@@ -118,6 +123,15 @@ class ModelClient:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.backoff = backoff or transport.Backoff()
+        self.reply_store = reply_store
+        self._send_limits = send.Limits(
+            temperature=temperature,
+            max_tokens=max_tokens,
+            max_retries=max_retries,
+            max_concurrency=max_concurrency,
+            shared_limit=shared_limit,
+            backoff=self.backoff,
+        )
         self._lock = threading.Lock()
         self._records: list[CallRecord] = []
         timeout_ms = int(timeout_s * 1000)
@@ -155,6 +169,8 @@ class ModelClient:
         key = settings.mistral_api_key.get_secret_value() if settings.mistral_api_key else None
         names = settings.models.model_dump()
         m = settings.model
+        store = ReplyStore.under(settings.cache_root) if m.reuse_replies else None
+        kwargs.setdefault("reply_store", store)
         return cls(
             models={k: v for k, v in names.items() if isinstance(v, str)},
             api_key=key,
@@ -181,9 +197,10 @@ class ModelClient:
 
     @property
     def calls(self) -> int:
-        """Logical calls made (each may have several attempts and re-asks)."""
+        """Logical calls that sent a request (each may have several attempts and re-asks); a
+        call answered wholly from the reply store sent none and is not counted."""
         with self._lock:
-            return len(self._records)
+            return sum(1 for r in self._records if r.attempts or r.error)
 
     @property
     def tokens(self) -> int:
@@ -331,69 +348,38 @@ class ModelClient:
         messages: list[dict[str, str]],
         response_format: dict[str, Any] | None,
     ) -> str:
-        """One completion (with transport retries); updates the record's attempts and tokens."""
-        budget = transport.begin_call(self.max_retries + 1, f"{record.about}: {record.role}")
-        retries = 0
-        try:
-            while True:
-                try:
-                    with (
-                        transport.concurrency_limit(self.max_concurrency),
-                        transport.shared_slot(self.shared_limit),
-                    ):
-                        res = self._sdk.chat.complete(
-                            model=record.model,
-                            messages=cast(Any, messages),
-                            temperature=self.temperature,
-                            max_tokens=self.max_tokens,
-                            response_format=cast(Any, response_format),
-                        )
-                    break
-                except Exception as exc:
-                    try:
-                        transport.classify(exc)
-                    except KeyError:
-                        raise  # not a transport error: a bug, let it surface
-                    status = transport.status_of(exc)
-                    if status in transport.AUTH_STATUSES:
-                        raise ModelError(
-                            f"authentication failed (HTTP {status}) for role {record.role} "
-                            f"(model {record.model}): check MISTRAL_API_KEY"
-                        ) from None
-                    exhausted = budget.attempts >= budget.max_attempts
-                    if not transport.is_retryable(exc) or exhausted:
-                        what = budget.last_failure if exhausted else transport.describe(exc)
-                        raise ModelError(
-                            f"model call failed for role {record.role} (model {record.model}) "
-                            f"after {budget.attempts} attempts: {what or transport.describe(exc)}"
-                        ) from None
-                    delay = transport.retry_after_s(exc)
-                    delay = self.backoff.delay_s(retries) if delay is None else delay
-                    log.warning(
-                        "%s: %s retrying in %.1fs: %s",
-                        record.about,
-                        record.role,
-                        delay,
-                        transport.describe(exc),
-                    )
-                    retries += 1
-                    time.sleep(delay)
-        finally:
-            record.attempts += budget.attempts
-            transport.end_call()
-        if res.usage is not None:
-            record.input_tokens += res.usage.prompt_tokens or 0
-            record.output_tokens += res.usage.completion_tokens or 0
-        if not res.choices:
-            raise ReplyFormatError(f"{record.about}: {record.role} reply has no choices")
-        message = res.choices[0].message
-        return _text_of(message.content if message is not None else None)
+        """One completion (with transport retries); updates the record's attempts and tokens.
 
-
-def _text_of(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    # A list of content chunks: keep the text ones (thinking/reference chunks are not the answer).
-    return "".join(c.text for c in content if isinstance(c, models.TextChunk))
+        With a reply store, a reply an earlier run received for this very request (and this
+        occurrence of it) is answered from disk, and a new one is kept before it is used."""
+        key = None
+        if self.reply_store is not None:
+            digest = request_digest(
+                record.model,
+                messages,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                response_format=response_format,
+            )
+            key = self.reply_store.next_key(digest)
+            kept = self.reply_store.get(key)
+            if kept is not None:
+                record.replayed += 1
+                log.info("%s: %s reply re-used (received before)", record.about, record.role)
+                return kept.text
+        text, usage = send.complete_once(
+            self._sdk, record, messages, response_format, self._send_limits
+        )
+        if key is not None and self.reply_store is not None:
+            stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+            kept = StoredReply(
+                text=text,
+                model=record.model,
+                role=record.role,
+                about=record.about,
+                input_tokens=usage[0],
+                output_tokens=usage[1],
+                created_at=stamp,
+            )
+            self.reply_store.put(key, kept)
+        return text

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.core.errors import ModelError
 from tasks.core.secrets import redact
@@ -54,6 +54,9 @@ class CallRecord(BaseModel):
     output_tokens: int = 0
     latency_s: float = 0.0
     attempts: int = 0
+    replayed: int = Field(
+        0, description="Replies answered from the reply store (received by an earlier run)"
+    )
     reasks: int = 0
     ok: bool = False
     error: str | None = None
