@@ -33,7 +33,7 @@ from pydantic_settings import (
 
 from tasks.core.errors import ConfigError
 from tasks.core.host_paths import declared_reason
-from tasks.core.operator_only import IgnoredSetting, screen, warn
+from tasks.core.operator_only import IgnoredSetting, Screened, screen, warn
 from tasks.core.run_settings import EnvSettings, ForgeSettings, ServicesSettings
 from tasks.core.secret_values import register_environment, register_model_secrets, register_secret
 from tasks.core.settings_base import _Group
@@ -285,11 +285,13 @@ def _read_toml(repo: Path) -> dict[str, Any]:
 
 
 class LoadedSettings(NamedTuple):
-    """The settings and what the repository's autopilot.toml gave: the part that was used and
-    the values that were ignored (operator-only)."""
+    """The settings and what the repository's autopilot.toml gave: the part used under the
+    environment, the operator's settings it narrowed (used over the environment) and the values
+    that were ignored (operator-only)."""
 
     settings: Settings
     repo_data: dict[str, Any]
+    narrowed: dict[str, Any]
     ignored: list[IgnoredSetting]
 
 
@@ -297,7 +299,8 @@ def load_settings(repo: Path | None = None, overrides: dict[str, Any] | None = N
     """Settings from the environment, over `repo/autopilot.toml`, over the defaults.
 
     A value of the file that only the operator may set (or widen) is ignored with one warning
-    line (:mod:`tasks.core.operator_only`).
+    line; one that narrows an operator's setting (a lower limit, fewer paths) holds over the
+    environment too (:mod:`tasks.core.operator_only`).
 
     Args:
         repo: the target repository whose autopilot.toml (if any) is read.
@@ -312,19 +315,20 @@ def load_settings_report(
 ) -> LoadedSettings:
     """:func:`load_settings`, with what the repository's file gave and what was ignored."""
     raw = _read_toml(repo) if repo is not None else {}
-    ignored: list[IgnoredSetting] = []
+    screened = Screened(raw, {}, [])
     try:
-        data = raw
         if raw and repo is not None:
             operator = _with_overrides(Settings(), overrides)
-            data, ignored = screen(raw, operator, repo=repo, file=repo / CONFIG_FILE)
-        settings = _with_overrides(Settings(**data), overrides)
+            screened = screen(raw, operator, repo=repo, file=repo / CONFIG_FILE)
+        # The repository's narrowing holds over the environment; a command's option over both.
+        settings = _with_overrides(Settings(**screened.data), screened.narrowed)
+        settings = _with_overrides(settings, overrides)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         message = str(first["msg"]).removeprefix("Value error, ")
         raise ConfigError(f"invalid setting {where}: {message}") from None
-    warn(ignored)
+    warn(screened.ignored)
     if settings.python is not None and repo is not None:
         settings = settings.model_copy(update={"python": _interpreter(repo, settings.python)})
     if settings.node_modules is not None and repo is not None:
@@ -337,13 +341,17 @@ def load_settings_report(
         if reason:
             raise ConfigError(f"invalid setting sandbox.read_only: {reason}")
     _register_secrets(settings)
-    return LoadedSettings(settings, data, ignored)
+    return LoadedSettings(settings, *screened)
 
 
 def _with_overrides(settings: Settings, overrides: dict[str, Any] | None) -> Settings:
     for dotted, value in (overrides or {}).items():
         if value is not None:
-            settings = _override(settings, dotted.split("."), value)
+            try:
+                settings = _override(settings, dotted.split("."), value)
+            except ValidationError as exc:
+                message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+                raise ConfigError(f"invalid setting {dotted}: {message}") from None
     return settings
 
 

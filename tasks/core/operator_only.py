@@ -22,7 +22,7 @@ import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import AliasChoices, BaseModel, SecretStr, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
@@ -67,6 +67,11 @@ RULES: dict[str, Rule] = {
     "forge": "operator",
     "repair.risky_paths": "add_only",
 }
+#: Rules under which the repository's accepted value is narrower than (or the same as) the
+#: operator's: it applies over the environment too (never over a command's option).
+NARROWING: frozenset[Rule] = frozenset(
+    {"at_most", "subset", "paths_within", "false_only", "backend", "add_only"}
+)
 #: How each rule reads in docs/settings.md's "autopilot.toml" column.
 RULE_TEXT: dict[Rule, str] = {
     "operator": "operator only (the same value only)",
@@ -112,10 +117,19 @@ def rule_for(dotted: str, field: FieldInfo | None = None) -> Rule | None:
     return RULES.get(dotted) or RULES.get(dotted.split(".", 1)[0])
 
 
-def screen(
-    data: dict[str, Any], operator: BaseModel, *, repo: Path, file: Path
-) -> tuple[dict[str, Any], list[IgnoredSetting]]:
-    """The repository's settings with what it may not set taken out, and what was ignored.
+class Screened(NamedTuple):
+    """The repository's settings after :func:`screen`."""
+
+    #: What the repository may set freely (and in-repository paths), under the environment.
+    data: dict[str, Any]
+    #: Operator settings the repository narrowed, by dotted name: over the environment too.
+    narrowed: dict[str, Any]
+    ignored: list[IgnoredSetting]
+
+
+def screen(data: dict[str, Any], operator: BaseModel, *, repo: Path, file: Path) -> Screened:
+    """The repository's settings with what it may not set taken out, what it narrowed, and
+    what was ignored.
 
     Args:
         data: the repository's autopilot.toml, as read.
@@ -124,19 +138,32 @@ def screen(
         file: the autopilot.toml, for the warnings.
     """
     data = copy.deepcopy(data)
+    narrowed: dict[str, Any] = {}
     ignored: list[IgnoredSetting] = []
     for keys, dotted, rule, field in _ruled(data, type(operator)):
         raw = _pop(data, keys)
         current = _current(operator, dotted)
         keep, dropped, reason = _judge(rule, raw, current, field, repo)
-        if keep is not _DROP:
+        if keep is not _DROP and rule in NARROWING:
+            if keep != current:  # the same as the operator's changes nothing
+                narrowed[dotted] = keep
+        elif keep is not _DROP:
             _put(data, keys, keep)
         if reason and rule != "secret":
             reason += f" (the operator's is set in {env_name(dotted)})"
         if reason:
             shown = _MASK if rule == "secret" else _masked(dropped)
             ignored.append(IgnoredSetting(name=dotted, file=str(file), value=shown, reason=reason))
-    return data, ignored
+    _prune(data)
+    return Screened(data, narrowed, ignored)
+
+
+def _prune(data: dict[str, Any]) -> None:
+    """Tables left empty once their ruled values went (the environment fills them)."""
+    for key in [k for k, v in data.items() if isinstance(v, dict)]:
+        _prune(data[key])
+        if not data[key]:
+            del data[key]
 
 
 def warn(ignored: list[IgnoredSetting]) -> None:
@@ -211,20 +238,21 @@ def _judge(
 
 
 def _narrowed(rule: Rule, raw: Any, value: Any, current: Any) -> tuple[Any, Any, str]:
+    """(the validated value kept or _DROP, the part ignored, why): see :data:`RULES`."""
     if value == current:
-        return raw, None, ""
+        return value, None, ""
     if rule == "at_most":
         limit = _cpus() if current is None else current
         if value is not None and value <= limit:
-            return raw, None, ""
+            return value, None, ""
         return _DROP, raw, f"operator-only; a repository may only lower it (here: {limit})"
     if rule == "false_only":
         if value is False:
-            return raw, None, ""
+            return value, None, ""
         return _DROP, raw, "operator-only; a repository may only turn it off"
     if rule == "backend":
         if value == "bwrap" and current == "auto":  # auto is bwrap, or no sandbox at all
-            return raw, None, ""
+            return value, None, ""
         return _DROP, raw, f"operator-only; a repository cannot choose another ({current!r})"
     if rule in ("subset", "paths_within"):
         allowed = current or []
@@ -235,10 +263,8 @@ def _narrowed(rule: Rule, raw: Any, value: Any, current: Any) -> tuple[Any, Any,
         dropped = [v for v in value if v not in kept]
         why = "operator-only; a repository may only name fewer of the operator's"
         return kept, dropped, why if dropped else ""
-    if rule == "add_only":
-        missing = [c for c in current if c not in value]
-        merged = [*current, *(v for v in value if v not in current)]
-        return merged, missing, "a repository may only add to the operator's" if missing else ""
+    if rule == "add_only":  # the repository's globs join the operator's, which all stay
+        return [*current, *(v for v in value if v not in current)], None, ""
     return _DROP, raw, "operator-only"
 
 

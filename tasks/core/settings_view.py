@@ -118,16 +118,27 @@ def effective_settings(
 ) -> list[SettingRow]:
     """Every setting's effective value (secrets masked) and its source, in declaration order.
 
-    Precedence, highest first: option (``overrides``), environment, autopilot.toml, default.
+    Precedence, highest first: option (``overrides``), environment, autopilot.toml, default;
+    a value of autopilot.toml that narrows an operator-only setting holds over the environment.
     Raises :class:`tasks.core.errors.ConfigError` as :func:`load_settings` does.
     """
-    settings, toml, ignored = load_settings_report(repo, overrides)
+    return effective_settings_report(repo, overrides)[0]
+
+
+def effective_settings_report(
+    repo: Path | None = None, overrides: dict[str, Any] | None = None
+) -> tuple[list[SettingRow], list[IgnoredSetting]]:
+    """:func:`effective_settings`, and every value of autopilot.toml that was ignored (also
+    those of settings this version does not have, which no row shows)."""
+    settings, toml, narrowed, ignored = load_settings_report(repo, overrides)
     given = {k for k, v in (overrides or {}).items() if v is not None}
     rows = []
     for dotted, field in _leaves(Settings):
         source: Source = "default"
         if dotted in given:
             source = "option"
+        elif dotted in narrowed:  # the repository narrowed an operator's setting
+            source = "autopilot.toml"
         elif _from_env(dotted, field, dict(os.environ)):
             source = "environment"
         elif _has(toml, dotted):
@@ -143,7 +154,7 @@ def effective_settings(
                 ignored=_ignored(dotted, ignored),
             )
         )
-    return rows
+    return rows, ignored
 
 
 def _ignored(dotted: str, ignored: list[IgnoredSetting]) -> Ignored | None:
