@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.core.config import load_settings, load_settings_report
+from tasks.core import config
+from tasks.core.config import load_settings
 from tasks.core.errors import ConfigError
 from tasks.core.settings_view import effective_settings
 
@@ -202,7 +203,7 @@ def test_a_narrowing_value_holds_over_the_operators_own(
         f'read_only = ["{fixtures / "small"}"]\npass_env = ["REDIS_URL"]\n'
         '[envs]\nnetwork = false\n[repair]\nrisky_paths = ["app/**"]\n'
     )
-    report = load_settings_report(tmp_path)
+    report = config.load_settings_report(tmp_path)
     s = report.settings
     assert report.ignored == []
     assert s.sandbox.timeout_s == 60 and s.sandbox.max_parallel == 1
@@ -232,7 +233,7 @@ def test_lists_keep_only_what_the_operator_allows(
         '[sandbox]\npass_env = ["REDIS_URL", "AWS_SECRET_ACCESS_KEY"]\n'
         f'read_only = ["{shared / "a"}", "{shared / "out"}", "/usr/share"]\n'
     )
-    report = load_settings_report(tmp_path)
+    report = config.load_settings_report(tmp_path)
     assert report.settings.sandbox.pass_env == ["REDIS_URL"]
     assert report.settings.sandbox.read_only == [str(shared / "a")]
     ignored = {i.name: i.value for i in report.ignored}
@@ -260,7 +261,7 @@ def test_interpreter_paths_only_inside_the_repository(
     python.parent.mkdir(parents=True)
     python.symlink_to(sys.executable)
     (tmp_path / "autopilot.toml").write_text(toml)
-    report = load_settings_report(tmp_path)
+    report = config.load_settings_report(tmp_path)
     assert (report.ignored == []) is kept
     if kept and "python" in toml:
         assert report.settings.python == str(python)
@@ -274,7 +275,7 @@ def test_backend_auto_may_be_made_bwrap_but_nothing_else(
     for chosen in ("docker", "none", "auto"):
         monkeypatch.setenv("AUTOPILOT_SANDBOX__BACKEND", "bwrap" if chosen == "auto" else "auto")
         (tmp_path / "autopilot.toml").write_text(f'[sandbox]\nbackend = "{chosen}"\n')
-        report = load_settings_report(tmp_path)
+        report = config.load_settings_report(tmp_path)
         assert [i.name for i in report.ignored] == ["sandbox.backend"], chosen
 
 
@@ -283,7 +284,7 @@ def test_a_broken_ignored_value_is_ignored_not_a_crash(tmp_path: Path) -> None:
         '[sandbox]\nread_only = "/etc"\npass_env = [1, 2]\ntimeout_s = "forever"\n'
         '[forge]\nkind = "sourcehut"\n'
     )
-    report = load_settings_report(tmp_path)
+    report = config.load_settings_report(tmp_path)
     assert sorted(i.name for i in report.ignored) == [
         "forge.kind",
         "sandbox.pass_env",
