@@ -42,7 +42,6 @@ docker_image = "attacker/image:latest"
 
 [envs]
 network = true
-allow_hosts = ["attacker.invalid"]
 install_timeout_s = 999999
 ruby = "/tmp/attacker/bin/ruby"
 bundle_path = "/home/someone/bundle"
@@ -74,7 +73,6 @@ WIDENING = [
     "sandbox.max_parallel",
     "sandbox.docker_image",
     "envs.network",
-    "envs.allow_hosts",
     "envs.install_timeout_s",
     "envs.ruby",
     "envs.bundle_path",
@@ -147,8 +145,6 @@ def test_config_show_names_what_was_ignored_and_exits_0(attacker_repo: Path) -> 
     assert [i["name"] for i in doc["ignored"]] == WIDENING
     assert all(i["file"] == toml and i["reason"] for i in doc["ignored"])
     for name in WIDENING:
-        if name == "envs.allow_hosts" and name not in rows:
-            continue  # a setting of a later version: in the document's list only
         ignored = rows[name]["ignored"]
         assert ignored["file"] == toml and ignored["reason"], name
         assert rows[name]["source"] != "autopilot.toml", name
@@ -186,6 +182,25 @@ def test_config_show_names_what_was_ignored_and_exits_0(attacker_repo: Path) -> 
     assert table.returncode == 0
     assert f"{toml}: sandbox.pass_env = " in table.stdout
     assert "(autopilot.toml ignored)" in table.stdout
+
+
+def test_an_operator_setting_this_version_lacks_is_ignored_too(tmp_path: Path) -> None:
+    """``envs.allow_hosts`` (the install step's egress allow-list) is the operator's whether or
+    not this version has the field: never a configuration error, never the repository's."""
+    (tmp_path / "autopilot.toml").write_text('[envs]\nallow_hosts = ["attacker.invalid"]\n')
+    report = config.load_settings_report(tmp_path)
+    assert [(i.name, i.value) for i in report.ignored] == [
+        ("envs.allow_hosts", ["attacker.invalid"])
+    ]
+    assert "allow_hosts" not in report.repo_data.get("envs", {})
+    done = subprocess.run(
+        [str(AUTOPILOT), "config", "show", "--repo", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [i["name"] for i in json.loads(done.stdout)["ignored"]] == ["envs.allow_hosts"]
 
 
 def test_a_narrowing_value_holds_over_the_operators_own(
