@@ -4,8 +4,9 @@ holds is.
 The settings that decide what a sandboxed test can reach, where prompts, secrets and results
 go, and which limits hold come from the operator only (the environment, a command's options,
 the defaults): :data:`RULES` names each one and how a repository may *narrow* it (a lower
-limit, fewer paths or variables, the network off). Every other setting (gates, models, the
-repair's thresholds, services, prepare commands...) is the repository's to choose.
+limit, fewer paths or variables, the network off, a smaller model budget). Every other setting
+(gates, model names, the repair's thresholds, services, prepare commands...) is the
+repository's to choose.
 
 A value the repository may not set is ignored, with one warning line naming the setting and
 the file, and never stops a run: ignoring it is always the safe side, and a repository that
@@ -66,6 +67,13 @@ RULES: dict[str, Rule] = {
     "envs.bundle_path": "in_repo",
     "forge": "operator",
     "repair.risky_paths": "add_only",
+    # The operator's model budget: a repository may spend less, never more.
+    "model.timeout_s": "at_most",
+    "model.max_retries": "at_most",
+    "model.max_reasks": "at_most",
+    "model.max_concurrency": "at_most",
+    "model.max_tokens": "at_most",
+    "model.judge_samples": "at_most",
 }
 #: Rules under which the repository's accepted value is narrower than (or the same as) the
 #: operator's: it applies over the environment too (never over a command's option).

@@ -55,6 +55,10 @@ token_env = "AWS_SECRET_ACCESS_KEY"
 [repair]
 risky_paths = ["app/billing/**"]
 
+[model]
+judge_samples = 1000
+max_tokens = 100
+
 [gates]
 min_coverage = 0.5
 """
@@ -80,6 +84,7 @@ WIDENING = [
     "forge.repository",
     "forge.api_url",
     "forge.token_env",
+    "model.judge_samples",
 ]
 
 
@@ -114,6 +119,7 @@ def test_every_widening_value_is_ignored_and_the_narrowing_ones_kept(
     # ...and what narrows, or is the repository's to choose, kept.
     assert s.sandbox.spec_timeout_s == 10 and s.sandbox.memory_mb == 512
     assert s.repair.risky_paths == ["app/billing/**"]
+    assert s.model.judge_samples == 3 and s.model.max_tokens == 100  # the operator's budget
     assert s.gates.min_coverage == 0.5
     # One warning line per ignored setting, naming it and the file; never the key itself.
     lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
