@@ -198,8 +198,9 @@ def settings_markdown() -> str:
         "",
         f"The repository is untrusted: the column `{CONFIG_FILE}` says what its file may do with "
         "a setting. The security settings are the operator's (the environment, an option); "
-        "the repository may only narrow them, and a value it may not set is ignored with one "
-        "warning line (`config show` lists it under `ignored`).",
+        "the repository may only narrow them (a narrowing value holds over the environment too), "
+        "and a value it may not set is ignored with one warning line (`config show` lists it "
+        "under `ignored`).",
         "",
         f"| setting | environment | default | `{CONFIG_FILE}` | description |",
         "| --- | --- | --- | --- | --- |",
