@@ -27,6 +27,9 @@ ALLOWED: dict[str, str] = {
     "flows/cli.py": "the help text names the report formats (JUnit XML, RSpec JSON)",
     "tasks/core/types.py": "field descriptions name the report formats and tools, as examples",
     "tasks/core/config.py": "the settings a stack reads (the project's Python interpreter)",
+    "tasks/core/operator_only.py": "the same settings, by name, with what a repository may do",
+    "tasks/core/host_paths.py": "history files under a home that hold what was typed "
+    "(.python_history beside .bash_history): never shown to a sandbox",
     "flows/demo/": "the scripted demo model's replies are written for the bundled Rails example",
     "tasks/core/secrets.py": "code file suffixes of many languages: credentials.rb is code",
     "tasks/sandbox/resources/egress_forward.py": "the install step's egress forwarder is a "

@@ -2,6 +2,9 @@
 
 Nothing is read at import time; call :func:`load_settings`.
 Nested groups use `__` in environment names, e.g. `AUTOPILOT_GATES__MIN_COVERAGE=0.8`.
+The repository's file never widens the operator's security settings
+(:mod:`tasks.core.operator_only`); the secrets the settings hold are registered for redaction
+by value (:mod:`tasks.core.secret_values`).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 
 from pydantic import (
     AliasChoices,
@@ -29,8 +32,10 @@ from pydantic_settings import (
 )
 
 from tasks.core.errors import ConfigError
-from tasks.core.host_paths import forbidden_reason
+from tasks.core.host_paths import declared_reason
+from tasks.core.operator_only import IgnoredSetting, Screened, screen, warn
 from tasks.core.run_settings import EnvSettings, ForgeSettings, ServicesSettings
+from tasks.core.secret_values import register_environment, register_model_secrets, register_secret
 from tasks.core.settings_base import _Group
 
 CONFIG_FILE = "autopilot.toml"
@@ -42,8 +47,8 @@ _OWN_ENV = {"HOME", "TMPDIR", "PATH"}
 
 def declared_path_problem(path: str, autopilot_home: str | None = None) -> str | None:
     """Why a `[sandbox] read_only` path cannot be declared, or None (see
-    :func:`tasks.core.host_paths.forbidden_reason`; it must also exist)."""
-    reason = forbidden_reason(path, autopilot_home=autopilot_home)
+    :func:`tasks.core.host_paths.declared_reason`; it must also exist)."""
+    reason = declared_reason(path, autopilot_home=autopilot_home)
     if reason is None and not os.path.exists(path):
         reason = f"{path}: does not exist"
     return reason
@@ -131,13 +136,14 @@ class SandboxSettings(_Group):
     read_only: list[str] = Field(
         default_factory=list,
         description="Host paths the project needs, shown read-only at the same place (absolute "
-        "and existing; never /, the home directory or a parent of it, ~/.ssh, ~/.aws, ~/.config "
-        "or $AUTOPILOT_HOME)",
+        "and existing; never /, /etc, /run, a home directory or a parent of it, a path that "
+        "holds credentials (~/.ssh, ~/.netrc, ~/.docker...) or a Unix socket, or "
+        "$AUTOPILOT_HOME)",
     )
     pass_env: list[str] = Field(
         default_factory=list,
         description="Host environment variables passed into the sandbox by name (nothing else "
-        "of the host environment is)",
+        "of the host environment is); their values are redacted from what is kept",
     )
 
     @field_validator("read_only")
@@ -280,30 +286,55 @@ def _read_toml(repo: Path) -> dict[str, Any]:
             data = tomllib.load(fh)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    # Secrets never come from a file in the target repository.
-    data.pop("mistral_api_key", None)
+    # Secrets never come from a file in the target repository: screen() drops them.
     return data.get("autopilot", data)
+
+
+class LoadedSettings(NamedTuple):
+    """The settings and what the repository's autopilot.toml gave: the part used under the
+    environment, the operator's settings it narrowed (used over the environment) and the values
+    that were ignored (operator-only)."""
+
+    settings: Settings
+    repo_data: dict[str, Any]
+    narrowed: dict[str, Any]
+    ignored: list[IgnoredSetting]
 
 
 def load_settings(repo: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
     """Settings from the environment, over `repo/autopilot.toml`, over the defaults.
+
+    A value of the file that only the operator may set (or widen) is ignored with one warning
+    line; one that narrows an operator's setting (a lower limit, fewer paths) holds over the
+    environment too (:mod:`tasks.core.operator_only`).
 
     Args:
         repo: the target repository whose autopilot.toml (if any) is read.
         overrides: values from CLI options by dotted name (`"gates.min_coverage"`); they win over
             everything. None values mean "not given" and are ignored.
     """
-    data = _read_toml(repo) if repo is not None else {}
+    return load_settings_report(repo, overrides).settings
+
+
+def load_settings_report(
+    repo: Path | None = None, overrides: dict[str, Any] | None = None
+) -> LoadedSettings:
+    """:func:`load_settings`, with what the repository's file gave and what was ignored."""
+    raw = _read_toml(repo) if repo is not None else {}
+    screened = Screened(raw, {}, [])
     try:
-        settings = Settings(**data)
-        for dotted, value in (overrides or {}).items():
-            if value is not None:
-                settings = _override(settings, dotted.split("."), value)
+        if raw and repo is not None:
+            operator = _with_overrides(Settings(), overrides)
+            screened = screen(raw, operator, repo=repo, file=repo / CONFIG_FILE)
+        # The repository's narrowing holds over the environment; a command's option over both.
+        settings = _with_overrides(Settings(**screened.data), screened.narrowed)
+        settings = _with_overrides(settings, overrides)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         message = str(first["msg"]).removeprefix("Value error, ")
         raise ConfigError(f"invalid setting {where}: {message}") from None
+    warn(screened.ignored)
     if settings.python is not None and repo is not None:
         settings = settings.model_copy(update={"python": _interpreter(repo, settings.python)})
     if settings.node_modules is not None and repo is not None:
@@ -311,11 +342,32 @@ def load_settings(repo: Path | None = None, overrides: dict[str, Any] | None = N
             update={"node_modules": _directory(repo, "node_modules", settings.node_modules)}
         )
     for path in settings.sandbox.read_only:
-        # Again against the configured home: it may come from autopilot.toml, not the env.
+        # Again against the configured home: it may come from an option, not the env.
         reason = declared_path_problem(path, autopilot_home=str(settings.home))
         if reason:
             raise ConfigError(f"invalid setting sandbox.read_only: {reason}")
+    _register_secrets(settings)
+    return LoadedSettings(settings, *screened)
+
+
+def _with_overrides(settings: Settings, overrides: dict[str, Any] | None) -> Settings:
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            try:
+                settings = _override(settings, dotted.split("."), value)
+            except ValidationError as exc:
+                message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+                raise ConfigError(f"invalid setting {dotted}: {message}") from None
     return settings
+
+
+def _register_secrets(settings: Settings) -> None:
+    """Every secret these settings make Autopilot hold, for redaction by value: the keys, the
+    environment's secrets, the forge token's variable, the variables passed into sandboxes."""
+    register_model_secrets(settings)
+    register_environment()
+    names = [settings.forge.token_env, *settings.sandbox.pass_env]
+    register_secret(*(os.environ.get(name) for name in names))
 
 
 def _interpreter(repo: Path, python: str) -> str:

@@ -3,6 +3,8 @@
 Two lines of defence: :func:`read_for_prompt` refuses secret files outright and redacts what it
 returns, and the model client runs :func:`redact` over every outgoing message as well, so a
 secret pasted into a prompt by any other path is still replaced before it leaves the process.
+:func:`redact` replaces the secrets Autopilot holds by value too, in every disguise
+:mod:`tasks.core.secret_values` knows (reversed, base64, hex...).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from tasks.core.errors import BadInputError
+from tasks.core.secret_values import REGISTRY
 from tasks.core.types import ValidationResult
 
 log = logging.getLogger(__name__)
@@ -179,8 +182,9 @@ def redact(text: str) -> str:
     prompt is sent once per judge sample and passes through here again on the way out. Large
     texts (a run's captured output) are redacted each time rather than held in memory.
 
-    Covers private key blocks, AWS access keys, `sk-`/`ghp_`/`xox[bp]-`/Google/Stripe tokens,
-    JWTs, bearer credentials, passwords in URLs, and literal values assigned to names that
+    First every secret Autopilot holds (:mod:`tasks.core.secret_values`), by value, in each of
+    its forms; then private key blocks, AWS access keys, `sk-`/`ghp_`/`xox[bp]-`/Google/Stripe
+    tokens, JWTs, bearer credentials, passwords in URLs, and literal values assigned to names that
     contain key/secret/token/password (passwords always; others when long and high-entropy).
 
     Args:
@@ -189,16 +193,19 @@ def redact(text: str) -> str:
     Returns:
         The text with every secret-looking value replaced.
     """
+    version = REGISTRY.version  # a secret registered since makes the earlier answers stale
     if len(text) <= _CACHED_MAX_CHARS:
-        return _redact_cached(text)
-    return _redact(text)
+        return _redact_cached(text, version)
+    return _redact(text, version)
 
 
 #: Texts up to this size have their answers kept (256 of them at most).
 _CACHED_MAX_CHARS = 65_536
 
 
-def _redact(text: str) -> str:
+def _redact(text: str, version: int) -> str:
+    """`version`: the registry's, only part of the cache's key."""
+    text = REGISTRY.redact(text, REDACTED)
     for pattern in _TOKEN_PATTERNS:
         text = pattern.sub(REDACTED, text)
     text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", text)
@@ -210,6 +217,12 @@ def _redact(text: str) -> str:
 
 
 _redact_cached = lru_cache(maxsize=256)(_redact)
+
+
+def redact_known(text: str) -> str:
+    """`text` with only the secrets Autopilot holds replaced (by value, in every form): for
+    what must stay as it was otherwise (archived JSON documents)."""
+    return REGISTRY.redact(text, REDACTED)
 
 
 def read_for_prompt(repo: Path, rel: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:

@@ -17,7 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
-from tasks.core.config import CONFIG_FILE, Settings, _read_toml, load_settings
+from tasks.core.config import CONFIG_FILE, Settings, load_settings_report
+from tasks.core.operator_only import RULE_TEXT, IgnoredSetting, rule_for
 
 Source = Literal["default", "autopilot.toml", "environment", "option"]
 MASK = "****"
@@ -25,14 +26,25 @@ MASK = "****"
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 
 
+class Ignored(BaseModel):
+    """What the repository's autopilot.toml gave for a setting that only the operator may set
+    (or widen), and was therefore not used."""
+
+    file: str
+    value: Any
+    reason: str
+
+
 class SettingRow(BaseModel):
-    """One effective setting: its dotted name, environment variable, shown value and source."""
+    """One effective setting: its dotted name, environment variable, shown value and source;
+    `ignored` when the repository's autopilot.toml gave a value that was not used."""
 
     name: str
     env: str
     value: Any
     source: Source
     secret: bool = False
+    ignored: Ignored | None = None
 
 
 def _leaves(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, FieldInfo]]:
@@ -106,17 +118,27 @@ def effective_settings(
 ) -> list[SettingRow]:
     """Every setting's effective value (secrets masked) and its source, in declaration order.
 
-    Precedence, highest first: option (``overrides``), environment, autopilot.toml, default.
+    Precedence, highest first: option (``overrides``), environment, autopilot.toml, default;
+    a value of autopilot.toml that narrows an operator-only setting holds over the environment.
     Raises :class:`tasks.core.errors.ConfigError` as :func:`load_settings` does.
     """
-    settings = load_settings(repo, overrides)
-    toml = _read_toml(repo) if repo is not None else {}
+    return effective_settings_report(repo, overrides)[0]
+
+
+def effective_settings_report(
+    repo: Path | None = None, overrides: dict[str, Any] | None = None
+) -> tuple[list[SettingRow], list[IgnoredSetting]]:
+    """:func:`effective_settings`, and every value of autopilot.toml that was ignored (also
+    those of settings this version does not have, which no row shows)."""
+    settings, toml, narrowed, ignored = load_settings_report(repo, overrides)
     given = {k for k, v in (overrides or {}).items() if v is not None}
     rows = []
     for dotted, field in _leaves(Settings):
         source: Source = "default"
         if dotted in given:
             source = "option"
+        elif dotted in narrowed:  # the repository narrowed an operator's setting
+            source = "autopilot.toml"
         elif _from_env(dotted, field, dict(os.environ)):
             source = "environment"
         elif _has(toml, dotted):
@@ -129,9 +151,17 @@ def effective_settings(
                 value=shown(_get(settings, dotted), secret),
                 source=source,
                 secret=secret,
+                ignored=_ignored(dotted, ignored),
             )
         )
-    return rows
+    return rows, ignored
+
+
+def _ignored(dotted: str, ignored: list[IgnoredSetting]) -> Ignored | None:
+    for item in ignored:
+        if item.name == dotted or dotted.startswith(item.name + "."):
+            return Ignored(file=item.file, value=item.value, reason=item.reason)
+    return None
 
 
 def undocumented() -> list[str]:
@@ -166,13 +196,21 @@ def settings_markdown() -> str:
         "masked). An empty value of a setting that defaults to unset means unset. Secrets are "
         f"never read from `{CONFIG_FILE}`.",
         "",
-        "| setting | environment | default | description |",
-        "| --- | --- | --- | --- |",
+        f"The repository is untrusted: the column `{CONFIG_FILE}` says what its file may do with "
+        "a setting. The security settings are the operator's (the environment, an option); "
+        "the repository may only narrow them (a narrowing value holds over the environment too), "
+        "and a value it may not set is ignored with one warning line (`config show` lists it "
+        "under `ignored`).",
+        "",
+        f"| setting | environment | default | `{CONFIG_FILE}` | description |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for dotted, field in _leaves(Settings):
         env = " or ".join(f"`{n}`" for n in env_names(dotted, field))
         description = (field.description or "").replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| `{dotted}` | {env} | {_default_text(field)} | {description} |")
+        rule = rule_for(dotted, field)
+        repo = RULE_TEXT[rule] if rule else "yes"
+        lines.append(f"| `{dotted}` | {env} | {_default_text(field)} | {repo} | {description} |")
     return "\n".join(lines) + "\n"
 
 

@@ -5,9 +5,9 @@ Public: :class:`ForgeSettings` (the ``[forge]`` settings), :func:`open_pull_requ
 :class:`PullRequestOutcome`, never an exception for the forge's answer),
 :func:`pull_request_body`, :func:`resolve_token`, :class:`ForgeError`.
 
-May import: httpx, pydantic, ``tasks.core.errors``, ``tasks.core.run_settings``, and Prefect's
-Secret block (only when a block is
-named). Never the sandbox, the model or a flow.
+May import: httpx, pydantic, ``tasks.core.errors``, ``tasks.core.run_settings``,
+``tasks.core.secret_values`` (the token is redacted by value wherever output is kept), and
+Prefect's Secret block (only when a block is named). Never the sandbox, the model or a flow.
 """
 
 from tasks.forge.client import PullRequestOutcome, open_pull_request, pull_request_body

@@ -7,6 +7,7 @@ import os
 from pydantic import SecretStr
 
 from tasks.core.errors import AutopilotError
+from tasks.core.secret_values import register_secret
 from tasks.forge.settings import ForgeSettings
 
 _FALLBACK = {"github": ("GITHUB_TOKEN", "GH_TOKEN"), "gitlab": ("GITLAB_TOKEN",)}
@@ -32,11 +33,13 @@ def resolve_token(settings: ForgeSettings) -> SecretStr:
                 f"forge token: the Prefect Secret block {settings.token_secret!r} does not exist"
             ) from None
         if isinstance(value, str) and value:
+            register_secret(value)  # redacted by value from what is kept, as every secret
             return SecretStr(value)
         raise ForgeError(f"forge token: the Secret block {settings.token_secret!r} is empty")
     names = (settings.token_env, *_FALLBACK.get(settings.kind or "", ()))
     for name in names:
         if os.environ.get(name):
+            register_secret(os.environ[name])
             return SecretStr(os.environ[name])
     raise ForgeError(
         f"forge token: set {' or '.join(names)}, or name a Prefect Secret block in "

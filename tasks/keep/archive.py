@@ -10,7 +10,9 @@ Rules:
   object that is rewritten, and only ever with a superset of its previous entries.
 - Relpaths are validated (no absolute paths, `..`, `.`, backslashes, empty segments) and files
   that look like secrets (`.env*`, `*.pem`, `*.key`, `id_rsa*`, `credentials*`) are refused with
-  an :class:`ArchiveError`; the caller decides whether to go on. Contents are not redacted here.
+  an :class:`ArchiveError`; the caller decides whether to go on. Contents are redacted where they
+  are made (patterns and values); here text objects only lose the secrets Autopilot holds, by
+  value in every form (:func:`tasks.core.secrets.redact_known`), a last line of defence.
 - S3 calls retry (botocore's standard mode, then our own bounded exponential backoff for dropped
   connections and 5xx). When S3 stays unavailable the run continues in a local spool
   (`<home>/spool/...`) with one warning; :func:`sync_spool` (also tried after the next successful
@@ -34,6 +36,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field
 
 from tasks.core.errors import ArchiveError, ConfigError
+from tasks.core.secrets import redact_known
 from tasks.keep.manifest import (
     MANIFEST,
     SECRET_NAME,
@@ -111,8 +114,8 @@ class RunArchive:
         return entry
 
     def put_text(self, relpath: str, text: str) -> ManifestEntry:
-        """Archive `text` as UTF-8."""
-        return self.put_bytes(relpath, text.encode("utf-8"))
+        """Archive `text` as UTF-8, without the secrets Autopilot holds (by value)."""
+        return self.put_bytes(relpath, redact_known(text).encode("utf-8"))
 
     def put_json(self, relpath: str, obj: Any) -> ManifestEntry:
         """Archive a pydantic model or a JSON-able value as indented JSON (stable key order)."""

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from tasks.core.config import Settings
 from tasks.core.errors import ConfigError, ModelError, ReplyFormatError
+from tasks.core.secret_values import register_secret
 from tasks.core.secrets import redact
 from tasks.core.types import PromptMeta
 from tasks.model import sdk_speed, send
@@ -115,6 +116,7 @@ class ModelClient:
             raise ConfigError(f"no model configured for role {missing[0]}")
         self._models = dict(models)
         self._models.setdefault("scout", self._models["diagnostician"])
+        register_secret(api_key)  # the key never leaves in a prompt, in any form
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.max_reasks = max_reasks

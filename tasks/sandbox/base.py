@@ -20,6 +20,7 @@ from tasks.core.config import SandboxSettings
 from tasks.core.errors import SandboxError
 from tasks.core.resources import resource_path
 from tasks.core.run_context import RunContext, current_run_context
+from tasks.core.secret_values import register_secret
 from tasks.core.secrets import redact
 from tasks.core.types import CommandResult
 from tasks.sandbox.cache import ResultCache, cache_key, default_cache_dir
@@ -157,6 +158,8 @@ class Runner(ABC):
         timeout = timeout_s if timeout_s is not None else self.settings.timeout_s
         # Declared host variables first: what the caller sets wins.
         passed = {n: os.environ[n] for n in self.settings.pass_env if n in os.environ}
+        # What goes in is a secret to what comes out: redacted by value in every form (_result).
+        register_secret(*passed.values())
         env = {**passed, **self.fixed_env, **(env or {})}
         full_key = self._full_key(cache_key, cwd, env) if cache_key else None
         if full_key is not None:

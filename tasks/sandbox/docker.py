@@ -30,6 +30,7 @@ import requests
 from docker.types import Ulimit
 
 from tasks.core.errors import SandboxError
+from tasks.core.host_paths import declared_reason, forbidden_reason
 from tasks.core.types import CommandResult
 from tasks.sandbox.base import DEFAULT_PATH, SANDBOX_HOME, Limits, Runner
 from tasks.sandbox.proc import RawResult, TailBuffer
@@ -182,16 +183,28 @@ class DockerRunner(Runner):
         # Connecting is deferred to the first run, so building a runner stays cheap.
         self._client: Any = None
         self._image_path: str | None = None
+        for path in self.settings.read_only:
+            reason = declared_reason(path)
+            if reason:
+                raise SandboxError(f"sandbox.read_only refused: {reason}")
 
     def read_only_dirs(self, program: str) -> list[str]:
         """The host directories a run of `program` shows read-only: its installation, the
         runner's `toolchain_dirs` (the toolchain's tools, as bwrap shows them) and the declared
-        ones."""
-        dirs = [*toolchain_dirs(program), *self.toolchain_dirs, *self.settings.read_only]
+        ones; each checked again by the rule of :mod:`tasks.core.host_paths` (a refused one is
+        not mounted, with a warning). An install step's sandbox adds the egress forwarder's
+        interpreter and the proxy's socket directory (Autopilot's own, made for this run)."""
+        dirs = []
+        for path in [*toolchain_dirs(program), *self.toolchain_dirs]:
+            dirs.append((path, forbidden_reason(path, allow_envs=True)))
+        dirs += [(path, declared_reason(path)) for path in self.settings.read_only]
+        for _, reason in dirs:
+            if reason:
+                logger.warning("not mounted in the sandbox: %s", reason)
+        shown = [path for path, reason in dirs if not reason]
         if self.egress is not None:
-            # The forwarder (on Autopilot's interpreter) and the proxy's socket directory.
-            dirs += [*toolchain_dirs(sys.executable), self.egress.socket_dir]
-        return dirs
+            shown += [*toolchain_dirs(sys.executable), self.egress.socket_dir]
+        return shown
 
     def client(self) -> Any:
         """The engine client, connected on first use; SandboxError when no engine answers."""

@@ -19,9 +19,9 @@ The view is built from nothing (bwrap starts from an empty root) and holds only:
 
 So ``/root``, ``/home``, ``/run``, ``/var/run``, ``/mnt``, ``/media``, ``/srv``, ``/opt``, the
 rest of ``/var`` and every host Unix socket are simply absent.
-:func:`tasks.core.host_paths.forbidden_reason` is the one rule saying which directories may never
-be shown (the configuration validates declared paths with it at load, and the sandbox checks
-every bind with it again).
+:mod:`tasks.core.host_paths` is the one rule saying which directories may never be shown (the
+configuration validates declared paths with it at load, and the sandbox checks every bind with
+it again: declared paths also for the sockets and credentials they hold).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from tasks.core.host_paths import forbidden_reason, within
+from tasks.core.host_paths import declared_reason, forbidden_reason, within
 
 #: The system's program and library trees.
 SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -287,15 +287,16 @@ def _build_proc_args(*, writable_sys: bool) -> list[str]:
 def extra_mounts(dirs: Iterable[str], *, allow_envs: bool) -> tuple[list[Mount], list[str]]:
     """Read-only binds of `dirs` (exact paths, parents first), and the refused ones with why.
 
-    Paths that do not exist, that the system view already shows, or that the rule of
-    :func:`forbidden_reason` refuses are left out.
+    Paths that do not exist, that the system view already shows, or that the rule refuses
+    are left out: :func:`forbidden_reason` for Autopilot's own directories (`allow_envs`),
+    :func:`declared_reason` (what they hold too: sockets, credentials) for declared ones.
     """
     mounts: list[Mount] = []
     refused: list[str] = []
     for path in sorted(dict.fromkeys(os.path.normpath(d) for d in dirs), key=len):
         if _is_system(path) or not os.path.exists(path):
             continue
-        reason = forbidden_reason(path, allow_envs=allow_envs)
+        reason = forbidden_reason(path, allow_envs=True) if allow_envs else declared_reason(path)
         if reason:
             refused.append(reason)
             continue

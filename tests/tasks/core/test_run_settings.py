@@ -1,5 +1,6 @@
 """``[envs]``, ``[services]`` and ``[forge]`` are settings like the others: read from
-``autopilot.toml`` and the environment, validated, one clear line when wrong."""
+``autopilot.toml`` and the environment, validated, one clear line when wrong (``[forge]`` is
+the operator's: from the environment only)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,12 @@ def test_defaults_declare_nothing() -> None:
 
 def test_tables_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "autopilot.toml").write_text(
-        "[envs]\nnetwork = false\nkeep = 3\n"
-        '[services]\npostgres = "15"\nredis = true\n'
-        '[forge]\nkind = "github"\nrepository = "acme/shop"\nbase = "develop"\n'
+        '[envs]\nnetwork = false\nkeep = 3\n[services]\npostgres = "15"\nredis = true\n'
     )
     monkeypatch.setenv("AUTOPILOT_ENVS__INSTALL_TIMEOUT_S", "60")
+    monkeypatch.setenv("AUTOPILOT_FORGE__KIND", "github")
+    monkeypatch.setenv("AUTOPILOT_FORGE__REPOSITORY", "acme/shop")
+    monkeypatch.setenv("AUTOPILOT_FORGE__BASE", "develop")
     settings = load_settings(tmp_path)
     assert settings.envs.keep == 3 and not settings.envs.network
     assert settings.envs.install_timeout_s == 60
@@ -38,17 +40,25 @@ def test_tables_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.mark.parametrize(
-    ("toml", "words"),
+    ("toml", "env", "words"),
     [
-        ('[services]\npostgres = "fifteen"\n', "services.postgres"),
-        ("[services]\nmysql = true\n", "services.mysql"),
-        ('[forge]\nkind = "github"\n', "forge.repository"),
-        ('[forge]\nkind = "github"\nrepository = "no-slash"\n', "owner/name"),
-        ("[envs]\nkeep = 0\n", "envs.keep"),
+        ('[services]\npostgres = "fifteen"\n', {}, "services.postgres"),
+        ("[services]\nmysql = true\n", {}, "services.mysql"),
+        ("", {"AUTOPILOT_FORGE__KIND": "github"}, "forge.repository"),
+        (
+            "",
+            {"AUTOPILOT_FORGE__KIND": "github", "AUTOPILOT_FORGE__REPOSITORY": "no-slash"},
+            "owner/name",
+        ),
+        ("[envs]\nkeep = 0\n", {}, "envs.keep"),
     ],
 )
-def test_a_wrong_value_is_one_line(tmp_path: Path, toml: str, words: str) -> None:
+def test_a_wrong_value_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toml: str, env: dict[str, str], words: str
+) -> None:
     (tmp_path / "autopilot.toml").write_text(toml)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError) as err:
         load_settings(tmp_path)
     assert words in str(err.value) and "\n" not in str(err.value)

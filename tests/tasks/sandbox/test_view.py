@@ -3,6 +3,7 @@ declares what it needs (real bwrap for the runs)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -127,9 +128,10 @@ def test_exact_toolchain_directories_never_their_parents(tmp_path: Path) -> None
     ],
 )
 def test_a_forbidden_declaration_is_a_one_line_config_error(
-    tmp_path: Path, declared: str, message: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, declared: str, message: str
 ) -> None:
-    (tmp_path / "autopilot.toml").write_text(f'[sandbox]\nread_only = ["{declared}"]\n')
+    # Declared by the operator (the repository's own declarations are ignored: test_operator_only).
+    monkeypatch.setenv("AUTOPILOT_SANDBOX__READ_ONLY", json.dumps([declared]))
     with pytest.raises(ConfigError) as err:
         load_settings(tmp_path)
     text = str(err.value)
@@ -140,19 +142,19 @@ def test_a_forbidden_declaration_is_a_one_line_config_error(
 def test_autopilot_home_from_the_configuration_is_forbidden_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("AUTOPILOT_HOME")  # the home comes from autopilot.toml alone
+    monkeypatch.delenv("AUTOPILOT_HOME")  # the home comes from an option alone
     state = tmp_path / "state"
     (state / "archive").mkdir(parents=True)
-    (tmp_path / "autopilot.toml").write_text(
-        f'home = "{state}"\n[sandbox]\nread_only = ["{state / "archive"}"]\n'
-    )
+    monkeypatch.setenv("AUTOPILOT_SANDBOX__READ_ONLY", json.dumps([str(state / "archive")]))
     with pytest.raises(ConfigError, match=r"sandbox\.read_only: .*\$AUTOPILOT_HOME"):
-        load_settings(tmp_path)
+        load_settings(tmp_path, {"home": str(state)})
 
 
 @pytest.mark.parametrize("name", ["MISTRAL_API_KEY", "AUTOPILOT_HOME", "HOME", "1BAD", "A-B"])
-def test_pass_env_refuses_our_own_and_malformed_names(tmp_path: Path, name: str) -> None:
-    (tmp_path / "autopilot.toml").write_text(f'[sandbox]\npass_env = ["{name}"]\n')
+def test_pass_env_refuses_our_own_and_malformed_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setenv("AUTOPILOT_SANDBOX__PASS_ENV", json.dumps([name]))
     with pytest.raises(ConfigError, match=r"^invalid setting sandbox\.pass_env: "):
         load_settings(tmp_path)
 
@@ -162,13 +164,17 @@ def test_the_cli_exits_2_with_one_line_for_a_forbidden_declaration(tmp_path: Pat
     (repo / "spec").mkdir(parents=True)
     (repo / "Gemfile").write_text("")
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
-    (repo / "autopilot.toml").write_text(f'[sandbox]\nread_only = ["{HOME}/.aws"]\n')
+    declared = json.dumps([f"{HOME}/.aws"])
     done = subprocess.run(
         [str(Path(sys.executable).parent / "autopilot"), "audit", "--repo", str(repo)],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,
-        env={**os.environ, "AUTOPILOT_HOME": str(tmp_path / "home")},
+        env={
+            **os.environ,
+            "AUTOPILOT_HOME": str(tmp_path / "home"),
+            "AUTOPILOT_SANDBOX__READ_ONLY": declared,
+        },
         timeout=300,
     )
     assert done.returncode == 2, done.stderr
@@ -212,9 +218,13 @@ def test_only_declared_variables_pass(tmp_path: Path, monkeypatch: pytest.Monkey
     root.mkdir()
     plain = runner_for(root).run(["env"], cwd=root)
     assert "PROJECT_DB_URL" not in plain.stdout and "OTHER_TOKEN" not in plain.stdout
-    declared = runner_for(root, pass_env=["PROJECT_DB_URL"]).run(["env"], cwd=root)
-    assert "PROJECT_DB_URL=sqlite:///test.db" in declared.stdout
-    assert "OTHER_TOKEN" not in declared.stdout
+    declared = runner_for(root, pass_env=["PROJECT_DB_URL"])
+    seen = declared.run(["env"], cwd=root)
+    # It arrives, and its value never comes back as it was (a passed value is a secret).
+    assert "PROJECT_DB_URL=[REDACTED]" in seen.stdout and "sqlite:" not in seen.stdout
+    same = declared.run(["sh", "-c", 'test "$PROJECT_DB_URL" = sqlite:///test.db'], cwd=root)
+    assert same.exit_code == 0
+    assert "OTHER_TOKEN" not in seen.stdout
 
 
 @needs_bwrap
