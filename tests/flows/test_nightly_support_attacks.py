@@ -63,8 +63,10 @@ def pytest_runtest_makereport(item, call):
 
 
 def attack_reply() -> str:
-    return files_reply(WRONG_TESTS, "tests/test_reports.py") + "\n" + files_reply(
-        REWRITING_CONFTEST, "tests/conftest.py"
+    return (
+        files_reply(WRONG_TESTS, "tests/test_reports.py")
+        + "\n"
+        + files_reply(REWRITING_CONFTEST, "tests/conftest.py")
     )
 
 
