@@ -342,7 +342,7 @@ def test_the_bundled_examples_own_tests_and_support_never_fire(name: str, chain:
             _d("""
                 import { isoDay } from "./dates";
 
-                const expect = (actual: unknown) => ({ toBe: (wanted: unknown) => [actual, wanted] });
+                const expect = (actual: unknown) => ({ toBe: (want: unknown) => [actual, want] });
 
                 it("formats a day", () => {
                   expect(isoDay(new Date("2024-03-08T00:00:00Z"))).toBe("1999-01-01");
@@ -383,7 +383,8 @@ def test_a_forbidden_support_finding_caps_the_reply_and_the_static_gate_rejects_
     assert verdict is not None and verdict.score == FORBIDDEN_CAP
     assert [(f.path, f.rule) for f in verdict.findings] == [("tests/conftest.py", "result-hook")]
     rejected = static_reject(GateSettings())
-    assert HOOK_RULES <= rejected and HOOK_RULES <= set(load_rubric().static_gate)
+    assert rejected >= HOOK_RULES
+    assert set(load_rubric().static_gate) >= HOOK_RULES
     assert check_reply({}, {"tests/conftest.py": REWRITING_CONFTEST}, PYTHON) is None
 
 
