@@ -2,7 +2,11 @@
 
 The rules, their weights and the scoring are here; each toolchain parses its own test files
 (:meth:`~tasks.toolchains.base.Toolchain.rubric_findings`: RSpec with tree-sitter, pytest with
-`ast`); no rule looks at raw text.
+`ast`) and the support files a reply writes beside them
+(:meth:`~tasks.toolchains.base.Toolchain.support_findings`: the `result-hook` and
+`hidden-tests` rules, :func:`check_support`); no rule looks at raw text. :func:`check_reply`
+is the verdict on one reply: its test files' weakest score, capped like a test file's when a
+support file breaks a forbidden rule.
 
 Scoring (deterministic, documented so a score can be explained):
     score = max(0, 1 - sum(weight of each finding) / number of examples)

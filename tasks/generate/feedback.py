@@ -43,7 +43,8 @@ def round_feedback(evidence: Evidence, decision: GateDecision) -> str:
         rejected = [f for f in evidence.static.findings if f.rule in evidence.forbidden_rules]
         text += (
             "\nStatic rubric: rejected patterns (replace each with an exact assertion on the "
-            "value or state it should prove):\n"
+            "value or state it should prove; take out every hook or setting that changes how "
+            "results are reported or which tests run):\n"
         )
         text += "\n".join(_finding_lines(rejected))
     if decision.gate == "coverage":
