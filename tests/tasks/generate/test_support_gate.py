@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tasks.core.config import SandboxSettings
+from tasks.sandbox.make import make_runner
+from tasks.toolchains.registry import get_toolchain
+from tests.examples_repo import make_example_repo
 from tests.fakes.mistral_server import MistralServer, Rule
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
 from tests.tasks.generate.test_loop import GOOD, SPEC, _run, _settings, files_reply, judge_reply
@@ -148,3 +152,38 @@ def test_a_changed_conftest_the_tests_do_not_need_is_left_out(
     assert outcome.coverage_after == 1.0 and len(outcome.reruns) == 1
     [judge] = [r for r in mistral_server.requests if r.schema_name == "judge_verdict"]
     assert "Support file" not in judge.messages[-1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("example", "toolchain", "test_file"),
+    [
+        ("py_inventory", "python-pytest", "tests/test_units.py"),
+        ("rails_shop", "ruby-rspec", "spec/models/product_spec.rb"),
+        ("node_orders", "node-jest", "src/util/money.test.ts"),
+    ],
+)
+def test_each_stacks_canary_is_reported_by_its_real_tool_as_one_more_failure(
+    tmp_path: Path, example: str, toolchain: str, test_file: str
+) -> None:
+    """What the support gate relies on: the canary loads with the file's own tests, runs, is
+    found by its token, fails, and leaves the file's own tests as they were."""
+    repo = make_example_repo(example, tmp_path / example)
+    chain = get_toolchain(toolchain)
+    runner = make_runner(
+        SandboxSettings(backend="bwrap", timeout_s=240),
+        root=repo,
+        toolchain_dirs=chain.sandbox_dirs(repo),
+    )
+    before = chain.run_specs(repo, [test_file], None, runner, coverage=False)
+    assert before.loaded and before.examples, before.load_error
+    text = (repo / test_file).read_text()
+    canary = chain.canary_test(repo, test_file, text, "feedc0de")
+    assert canary is not None
+    (repo / test_file).write_text(canary)
+
+    after = chain.run_specs(repo, [test_file], None, runner, coverage=False)
+
+    found = [e for e in after.examples if "feedc0de" in e.id or "feedc0de" in e.name]
+    assert [(e.file, e.status) for e in found] == [(test_file, "failed")], after.examples
+    own = sorted((e.name, e.status) for e in after.examples if e not in found)
+    assert own == sorted((e.name, e.status) for e in before.examples)
