@@ -239,7 +239,14 @@ ORDINARY: list[tuple[Toolchain, str, str]] = [
         RUBY,
         "spec/support/time_helpers.rb",
         _d("""
+            module RSpecTimeHelpers
+              def noon
+                Time.utc(2024, 1, 1, 12)
+              end
+            end
+
             RSpec.configure do |config|
+              config.include RSpecTimeHelpers
               config.include ActiveSupport::Testing::TimeHelpers
               config.before { travel_to Time.utc(2024, 1, 1) }
               config.after { travel_back }

@@ -187,7 +187,7 @@ def _call_hit(node: Node, config: frozenset[str]) -> _Hit:
     rewrites = any(word in first for word in ("exception", "execution_result"))
     if name in ("instance_variable_set", "remove_instance_variable") and rewrites:
         return RESULT, f"`{_text(node)[:60]}` rewrites an example's result"
-    if name in PATCHES and receiver.startswith("RSpec"):
+    if name in PATCHES and _is_rspec(receiver):
         return RESULT, f"`{receiver}.{name}` patches RSpec itself"
     if name in FILTERS:
         return HIDDEN, f"`{name}` leaves examples out of the run"
@@ -198,6 +198,11 @@ def _call_hit(node: Node, config: frozenset[str]) -> _Hit:
     return None
 
 
+def _is_rspec(name: str) -> bool:
+    """RSpec's own namespace (``RSpec``, ``RSpec::Core::Example``), not ``RSpecHelpers``."""
+    return name == "RSpec" or name.startswith("RSpec::") or name.startswith("::RSpec")
+
+
 def _rescues(block: Node | None) -> bool:
     if block is None:
         return False
@@ -206,7 +211,7 @@ def _rescues(block: Node | None) -> bool:
 
 def _definition_hit(node: Node) -> _Hit:
     name = _text(node.child_by_field_name("name"))
-    if node.type in ("class", "module") and name.startswith("RSpec"):
+    if node.type in ("class", "module") and _is_rspec(name):
         return RESULT, f"`{node.type} {name}` reopens RSpec itself"
     if node.type == "method" and name in RSPEC_METHODS:
         return RESULT, f"`def {name}` replaces RSpec's own"
