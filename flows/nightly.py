@@ -384,9 +384,6 @@ def _targets_and_outcomes(
     log.info("%d target(s): %s", len(targets), ", ".join(t.source for t in targets[:10]))
     if not settings.model_configured:
         return baseline, targets, [skipped(t, NO_MODEL) for t in targets], None
-    failing = frozenset(
-        e.id for e in baseline.suite.validation.examples if e.status in ("failed", "error")
-    )
     jobs = [
         FileJob(
             project=project,
@@ -395,7 +392,6 @@ def _targets_and_outcomes(
             settings=settings,
             max_iterations=work.max_iterations,
             store_dir=default_store_dir(settings),
-            baseline_failing=failing,
             client_token=work.client_token,
             max_model_calls=work.max_model_calls,
             file_time_limit_s=work.file_time_limit_s,

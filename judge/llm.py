@@ -1,4 +1,5 @@
-"""The LLM judge: the rubric, the source and the spec to the judge model, N samples, the median.
+"""The LLM judge: the rubric, the source, the spec and the support files written with it to the
+judge model, N samples, the median.
 
 The execution gate is part of the API: :func:`judge_with_model` takes the passing
 :class:`ValidationResult` as its proof and refuses anything else, so a spec that does not load can
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import statistics
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
@@ -71,6 +73,7 @@ def judge_with_model(
     samples: int = 3,
     rubric: Rubric | None = None,
     records: list[CallRecord] | None = None,
+    support_files: Mapping[str, str] | None = None,
 ) -> LLMVerdict:
     """Score a spec on the rubric with `samples` judge calls; the median counts.
 
@@ -85,6 +88,9 @@ def judge_with_model(
         samples: how many judge calls; scores vary between runs even at temperature 0.
         rubric: the rubric (default judge/rubric.md).
         records: when given, every call's record is appended to it.
+        support_files: path -> text of the support files written with the spec (a conftest, a
+            factory, a setup file), shown to the judge labelled as such: they run with every
+            test of the project.
 
     Raises:
         ExecutionGateError: `proof` did not pass: no model call is made.
@@ -107,6 +113,7 @@ def judge_with_model(
         source_path=source_path,
         source=source_text,
         spec=spec_text,
+        support_files=[{"path": p, "text": t} for p, t in sorted((support_files or {}).items())],
         rubric=rubric.text,
         reply_schema=schema_text(JudgeVerdict),
     )

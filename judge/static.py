@@ -2,7 +2,11 @@
 
 The rules, their weights and the scoring are here; each toolchain parses its own test files
 (:meth:`~tasks.toolchains.base.Toolchain.rubric_findings`: RSpec with tree-sitter, pytest with
-`ast`); no rule looks at raw text.
+`ast`) and the support files a reply writes beside them
+(:meth:`~tasks.toolchains.base.Toolchain.support_findings`: the `result-hook` and
+`hidden-tests` rules, :func:`check_support`); no rule looks at raw text. :func:`check_reply`
+is the verdict on one reply: its test files' weakest score, capped like a test file's when a
+support file breaks a forbidden rule.
 
 Scoring (deterministic, documented so a score can be explained):
     score = max(0, 1 - sum(weight of each finding) / number of examples)
@@ -68,6 +72,18 @@ RULES: dict[str, Rule] = {
             True,
             1.0,
             "allow_any_instance_of / expect_any_instance_of",
+        ),
+        Rule(
+            "result-hook",
+            True,
+            1.0,
+            "a hook, formatter, reporter or replaced global that changes how results are reported",
+        ),
+        Rule(
+            "hidden-tests",
+            True,
+            1.0,
+            "a collection hook, filter or wholesale skip that changes which tests run",
         ),
         Rule(
             "vague-matcher",
@@ -139,6 +155,43 @@ def check_spec(path: str, text: str, chain: Toolchain) -> StaticVerdict:
     verdict = StaticVerdict(score=score(findings, examples), findings=findings)
     logger.debug("static rubric %s: score %.3f, %d findings", path, verdict.score, len(findings))
     return verdict
+
+
+def check_support(path: str, text: str, chain: Toolchain) -> list[Finding]:
+    """The static rubric's findings in a support file a reply wrote beside its tests (a
+    conftest, a factory, a setup file): only the rules about how results are reported and
+    which tests run (``result-hook``, ``hidden-tests``), and ``syntax``; the toolchain parses.
+
+    Args:
+        path: The repository-relative path, reported in every finding.
+        text: The file's content.
+        chain: The project's toolchain.
+    """
+    if len(text.encode("utf-8", errors="replace")) > MAX_FILE_BYTES:
+        msg = "the file is too large to check; treated as not loadable"
+        return [Finding(path=path, line=1, rule="syntax", message=msg)]
+    try:
+        return chain.support_findings(path, text)
+    except (RecursionError, MemoryError):
+        msg = "the file is nested too deeply to parse; treated as not loadable"
+        return [Finding(path=path, line=1, rule="syntax", message=msg)]
+
+
+def check_reply(
+    tests: dict[str, str], support: dict[str, str], chain: Toolchain
+) -> StaticVerdict | None:
+    """The static rubric over what one reply wrote: every test file (the weakest score counts)
+    and every support file beside them, whose forbidden findings cap the score as a test
+    file's do. None when the reply wrote no test file."""
+    verdicts = [check_spec(path, text, chain) for path, text in tests.items()]
+    if not verdicts:
+        return None
+    beside = [f for path, text in support.items() for f in check_support(path, text, chain)]
+    value = min(v.score for v in verdicts)
+    if any(f.rule in FORBIDDEN_RULES for f in beside):
+        value = min(value, FORBIDDEN_CAP)
+    findings = [f for v in verdicts for f in v.findings] + beside
+    return StaticVerdict(score=value, findings=findings)
 
 
 def check_file(repo: Path, rel: str, chain: Toolchain) -> StaticVerdict:

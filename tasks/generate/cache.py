@@ -24,7 +24,9 @@ from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome
 from tasks.model.prompts import load_prompt
 
-KEY_VERSION = "nightly-outcome-v2"
+#: v3: the support gate (support files left out, or proved against the canary and the
+#: existing tests), and the result-hook and hidden-tests rules.
+KEY_VERSION = "nightly-outcome-v3"
 CACHED_VERDICTS = ("accepted", "rejected")
 
 

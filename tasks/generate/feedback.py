@@ -1,7 +1,8 @@
 """What goes back to the generator after a gate said no: the exact text of a fix prompt.
 
-Three loops feed the generator: a round's failure (the tools' exact output, and the static
-findings the `static` gate rejects, each with its line), the judge (its median under
+Four loops feed the generator: a round's failure (the tools' exact output, and the static
+findings the `static` gate rejects, each with its line), the support gate (what the support
+files written beside the tests changed in other results), the judge (its median under
 `min_judge`: its reasons and missing cases, and the static findings that lowered the score), and
 the mutation score (each surviving mutant as the assertion the tests lack). The static gate's
 rule list is :func:`static_reject`: ``gates.static_reject``, else the rubric's own list.
@@ -42,7 +43,8 @@ def round_feedback(evidence: Evidence, decision: GateDecision) -> str:
         rejected = [f for f in evidence.static.findings if f.rule in evidence.forbidden_rules]
         text += (
             "\nStatic rubric: rejected patterns (replace each with an exact assertion on the "
-            "value or state it should prove):\n"
+            "value or state it should prove; take out every hook or setting that changes how "
+            "results are reported or which tests run):\n"
         )
         text += "\n".join(_finding_lines(rejected))
     if decision.gate == "coverage":
@@ -50,6 +52,20 @@ def round_feedback(evidence: Evidence, decision: GateDecision) -> str:
         head = [r for r in decision.reasons if not r.startswith("uncovered lines:")]
         text = "\n".join([*head, text])
     return text.strip() or "\n".join(decision.reasons)
+
+
+def support_feedback(reasons: Sequence[str]) -> str:
+    """The support gate's rejection for another round: support files run with every test of
+    the project, so they may change no result but the new tests'."""
+    return "\n".join(
+        [
+            "The tests pass, but the support files written beside them were rejected: they are "
+            "loaded with every test of the project and may change no result but the new "
+            "tests'. Keep the tests; build the data they need in the test file itself, or "
+            "write support files that only add fixtures or factories:",
+            *(f"- {r}" for r in reasons),
+        ]
+    )
 
 
 def judge_feedback(

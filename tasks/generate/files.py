@@ -3,8 +3,10 @@
 A reply may write, under the test tree and within its skill's ``writes`` globs:
 - new test files and new support files (``spec/factories/<plural>.rb``, ``tests/conftest.py``);
 - the target's own existing specs (to improve them);
-- existing shared support files (factories, conftest.py): allowed, but the change is only
-  accepted when the whole suite still passes with it (checked by the caller).
+- existing shared support files (factories, conftest.py): allowed, but every support file a
+  reply writes or changes is checked by the static rubric, shown to the judge and proved by
+  the ``support`` gate (:mod:`tasks.generate.support_gate`: left out when the tests do not
+  need it, else it may change no other result).
 Any other existing file (another source's spec, the helpers) is refused with a reason the model
 can act on: the client re-asks with it.
 """

@@ -1,11 +1,13 @@
 """The acceptance gates, in their fixed order: the one place a test is accepted or rejected.
 
 A generated or repaired test is accepted only if: it loads and every example passes (`load`,
-`pass`; with a changed shared support file, the whole suite passes too); it passes again on
-every re-run (`flaky`); lint is clean after autocorrect (`lint`); the target's line coverage
-reaches `min_coverage`, or its own ceiling when lines are marked as reachable by no test, or, for
-a file that already had specs, gains `min_coverage_gain` over the baseline (`coverage`); the
-static rubric finds none of the rejected rules (`static`); the judge score reaches `min_judge`
+`pass`); it passes again on every re-run (`flaky`); lint is clean after autocorrect (`lint`);
+the target's line coverage reaches `min_coverage`, or its own ceiling when lines are marked as
+reachable by no test, or, for a file that already had specs, gains `min_coverage_gain` over the
+baseline (`coverage`); the static rubric finds none of the rejected rules in its test files or
+the support files written with them (`static`); the support files it wrote or changed are left
+out when the tests pass without them, and otherwise change no result but the new tests'
+(`support`, :mod:`tasks.generate.support_gate`); the judge score reaches `min_judge`
 (`judge`); with `min_mutation` set, the new tests kill that share of the mutants made on the
 lines they cover (`mutation`; off by default, the score is reported all the same).
 :func:`evaluate` runs them in order and returns every result up to the first failure, which
@@ -24,7 +26,7 @@ from tasks.core.config import GateSettings
 from tasks.core.types import FileCoverage, LintOffense, StaticVerdict, ValidationResult
 
 GateName = Literal[
-    "load", "pass", "flaky", "lint", "coverage", "static", "judge", "mutation", "suite"
+    "load", "pass", "flaky", "lint", "coverage", "static", "support", "judge", "mutation", "suite"
 ]
 GATE_ORDER: tuple[GateName, ...] = (
     "load",
@@ -33,6 +35,7 @@ GATE_ORDER: tuple[GateName, ...] = (
     "lint",
     "coverage",
     "static",
+    "support",
     "judge",
     "mutation",
 )
@@ -44,7 +47,10 @@ class GateResult(BaseModel):
 
     gate: GateName
     passed: bool
-    reasons: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(
+        default_factory=list,
+        description="Why it failed; on a passed gate, what it decided (support files left out)",
+    )
 
 
 class GateDecision(BaseModel):
@@ -85,9 +91,13 @@ class Evidence(BaseModel):
     )
     static: StaticVerdict | None = None
     forbidden_rules: frozenset[str] = frozenset()
-    shared_breaks: list[str] = Field(
+    support_breaks: list[str] = Field(
         default_factory=list,
-        description="What a changed shared support file broke in the whole suite",
+        description="What the support files the reply wrote or changed change in other "
+        "results (the canary, the existing tests)",
+    )
+    support_notes: list[str] = Field(
+        default_factory=list, description="What the support gate decided (files left out)"
     )
     judge_score: float | None = None
     mutation_score: float | None = None
@@ -183,8 +193,7 @@ def _load(e: Evidence, s: GateSettings) -> GateResult:
 
 
 def _pass(e: Evidence, s: GateSettings) -> GateResult:
-    ran = pass_gate(e.validation)
-    return ran if not ran.passed else _result("pass", list(e.shared_breaks))
+    return pass_gate(e.validation)
 
 
 def _flaky(e: Evidence, s: GateSettings) -> GateResult:
@@ -218,6 +227,12 @@ def _static(e: Evidence, s: GateSettings) -> GateResult:
     return _result("static", [f"{f.path}:{f.line}: {f.rule}: {f.message}" for f in forbidden])
 
 
+def _support(e: Evidence, s: GateSettings) -> GateResult:
+    if e.support_breaks:
+        return _result("support", list(e.support_breaks))
+    return GateResult(gate="support", passed=True, reasons=e.support_notes[:MAX_REASONS])
+
+
 def _judge(e: Evidence, s: GateSettings) -> GateResult:
     if e.judge_score is None:
         return _result("judge", ["no judge score"])
@@ -249,6 +264,7 @@ GATES: tuple[tuple[GateName, Callable[[Evidence, GateSettings], GateResult]], ..
     ("lint", _lint),
     ("coverage", _coverage),
     ("static", _static),
+    ("support", _support),
     ("judge", _judge),
     ("mutation", _mutation),
 )

@@ -45,7 +45,6 @@ class FileJob(BaseModel):
     settings: Settings
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     store_dir: Path
-    baseline_failing: frozenset[str] = frozenset()
     client_token: str = Field("", description="Names the run's shared model client")
     max_model_calls: int | None = Field(None, description="The run's model-call budget")
     file_time_limit_s: float | None = Field(None, description="Wall-clock budget per file")
@@ -124,7 +123,6 @@ def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOut
             skill=skill,
             context=context,
             max_iterations=job.max_iterations,
-            baseline_failing=job.baseline_failing,
             max_model_calls=job.max_model_calls,
             time_limit_s=job.file_time_limit_s,
         )

@@ -5,8 +5,10 @@ of the project (so a broken draft or factory of one file never disturbs another 
 with the skill, the prompt context and the toolchain its job chose once. The only proof that a
 test is valid is running it: every draft is linted with autocorrect and run with coverage in the
 sandbox; any failure (load error, failing examples, uncovered lines, lint offences, forbidden
-static findings) goes back to the model verbatim, up to ``max_iterations`` rounds. Then the
-flakiness re-runs, a whole-suite run when a shared support file changed, and the LLM judge (only
+static findings, those of the support files written beside the tests included) goes back to
+the model verbatim, up to ``max_iterations`` rounds. Then the flakiness re-runs, the proof of
+the support files the reply wrote or changed (:mod:`tasks.generate.support_gate`: left out when
+the tests pass without them, else they must change no other result), and the LLM judge (only
 for a spec that passed everything before it) complete the evidence the gates
 (:func:`tasks.generate.gates.evaluate`) decide on.
 """
@@ -17,21 +19,27 @@ import logging
 from pathlib import Path
 
 from judge.llm import LLMVerdict, combined_score, judge_with_model
-from judge.static import check_spec
+from judge.static import check_reply
 from tasks.core.config import Settings
 from tasks.core.errors import AutopilotError
-from tasks.core.types import Finding, StaticVerdict, ValidationResult
+from tasks.core.types import StaticVerdict, ValidationResult
 from tasks.generate.context import PromptContext
-from tasks.generate.feedback import judge_feedback, round_feedback, static_reject
+from tasks.generate.feedback import (
+    judge_feedback,
+    round_feedback,
+    static_reject,
+    support_feedback,
+)
 from tasks.generate.files import read_back, snapshot, write_files
 from tasks.generate.gates import Evidence, GateDecision, GateName, evaluate
 from tasks.generate.mutation import mutation_score, survivors_feedback
 from tasks.generate.numbered import numbered, numbered_for
 from tasks.generate.rounds import BudgetExhaustedError, Conversation, round_record
 from tasks.generate.skills import Skill
+from tasks.generate.support_gate import SupportCheck, check_support
 from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome, JudgeRecord
-from tasks.generate.work import Job, reruns, run_round, shared_breaks
+from tasks.generate.work import Job, reruns, run_round
 from tasks.model.client import ModelClient
 from tasks.toolchains.base import CommandRunner, Toolchain
 
@@ -42,7 +50,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_ITERATIONS = 4
 #: What a round cannot measure yet (the re-runs and the judge are only worth paying for at the
 #: end), and what is measured last.
-_ROUND: tuple[GateName, ...] = ("flaky", "judge", "mutation")
+_ROUND: tuple[GateName, ...] = ("flaky", "support", "judge", "mutation")
+_NOT_YET_PROVED: tuple[GateName, ...] = ("support", "judge", "mutation")
 _NOT_YET_JUDGED: tuple[GateName, ...] = ("judge", "mutation")
 _NOT_YET_MUTATED: tuple[GateName, ...] = ("mutation",)
 
@@ -58,7 +67,6 @@ def generate_for_file(
     skill: Skill,
     context: PromptContext,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
-    baseline_failing: frozenset[str] = frozenset(),
     max_model_calls: int | None = None,
     time_limit_s: float | None = None,
 ) -> FileOutcome:
@@ -74,8 +82,6 @@ def generate_for_file(
         skill: the one skill of the target's kind.
         context: the target's prompt context (part of its job's cache key).
         max_iterations: generate + fix rounds at most.
-        baseline_failing: example ids failing before the run, so a whole-suite check after a
-            shared-support change blames only new failures.
         max_model_calls: the run's budget, counted on `client` (shared by every file); when a
             call would pass it, the file ends as an error saying so.
         time_limit_s: the file's wall-clock budget, checked before each model call, test run
@@ -106,7 +112,6 @@ def generate_for_file(
         settings=settings,
         skill=skill,
         context=context,
-        baseline_failing=baseline_failing,
     )
     try:
         _generate(job, outcome, talk, max(1, max_iterations))
@@ -151,12 +156,12 @@ def _final_gates(
     changed: dict[str, str],
     originals: dict[str, str | None],
 ) -> tuple[GateDecision, LLMVerdict | None]:
-    """The re-runs, the shared-support check and the judge, each only when all before passed."""
+    """The re-runs, the support files' proof and the judge, each only when all before passed."""
     if decision.accepted:
         evidence.reruns = reruns(job, talk, outcome, evidence.reruns)
-        decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_JUDGED)
+        decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_PROVED)
     if decision.accepted:
-        evidence.shared_breaks = shared_breaks(job, changed, originals)
+        _take_support(outcome, evidence, check_support(job, talk, changed, originals), changed)
         decision = evaluate(evidence, job.settings.gates, skip=_NOT_YET_JUDGED)
     if not decision.accepted:
         return decision, None
@@ -173,6 +178,21 @@ def _final_gates(
     return evaluate(evidence, job.settings.gates), verdict
 
 
+def _take_support(
+    outcome: FileOutcome, evidence: Evidence, check: SupportCheck, changed: dict[str, str]
+) -> None:
+    """The support gate's evidence; support files the tests do not need leave the outcome,
+    and the run without them becomes the evidence the gates decide on."""
+    evidence.support_breaks, evidence.support_notes = check.breaks, check.notes
+    if not check.left_out or check.validation is None:
+        return
+    outcome.files = {p: t for p, t in changed.items() if p not in check.left_out}
+    evidence.validation, evidence.reruns = check.validation, check.reruns
+    outcome.validation, outcome.reruns = check.validation, check.reruns
+    coverage = check.validation.coverage
+    outcome.coverage_after = round(coverage.ratio, 4) if coverage else None
+
+
 def _another_round(
     job: Job,
     outcome: FileOutcome,
@@ -180,8 +200,11 @@ def _another_round(
     decision: GateDecision,
     verdict: LLMVerdict | None,
 ) -> str | None:
-    """What the judge or the mutants found, for another round (None: no such gate failed)."""
+    """What the judge, the support gate or the mutants found, for another round (None: no such
+    gate failed)."""
     gates = job.settings.gates
+    if decision.gate == "support":
+        return support_feedback(decision.reasons)
     if decision.gate == "judge" and verdict is not None:
         score = evidence.judge_score or 0.0
         return judge_feedback(score, verdict, evidence.static, gates, evidence.forbidden_rules)
@@ -285,16 +308,11 @@ def _measure(job: Job, talk: Conversation) -> Evidence:
 
 
 def _static(files: dict[str, str], chain: Toolchain, talk: Conversation) -> StaticVerdict | None:
-    """The static rubric over every test file written: the weakest score, all findings."""
-    verdicts = [
-        check_spec(path, text, chain)
-        for path, text in files.items()
-        if talk.rules.is_test_file(path)
-    ]
-    if not verdicts:
-        return None
-    findings: list[Finding] = [f for v in verdicts for f in v.findings]
-    return StaticVerdict(score=min(v.score for v in verdicts), findings=findings)
+    """The static rubric over every file written: the test files (the weakest score, all
+    findings) and the support files beside them (what they change about results)."""
+    tests = {p: t for p, t in files.items() if talk.rules.is_test_file(p)}
+    support = {p: t for p, t in files.items() if p not in tests}
+    return check_reply(tests, support, chain)
 
 
 def _record_draft(
@@ -320,6 +338,8 @@ def _judge(
     """The LLM judge's samples on the spec that passed everything else; its prompt is archived
     as it was sent, its verdict as the judge API returns it."""
     spec_text = talk.files[outcome.spec]
+    # What the branch would get beside the spec: the support files it keeps (tests aside).
+    support = {p: t for p, t in outcome.files.items() if not talk.rules.is_test_file(p)}
     talk.check_budget(job.settings.model.judge_samples)
     verdict = judge_with_model(
         talk.client,
@@ -331,6 +351,7 @@ def _judge(
         language=job.chain.language,
         samples=job.settings.model.judge_samples,
         records=talk.records,
+        support_files=support,
     )
     outcome.judge = JudgeRecord(
         spec=outcome.spec,

@@ -1,7 +1,7 @@
 """One target's work: what its loop works with (:class:`Job`, chosen once by the file job) and
 the runs beyond a round's draft: the round's run with coverage and, where the stack repeats in
-one process, its flakiness repeats; the re-runs otherwise; the whole suite when a shared support
-file changed."""
+one process, its flakiness repeats; the re-runs otherwise. The support files' proof is
+:mod:`tasks.generate.support_gate`."""
 
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ class Job:
     settings: Settings
     skill: Skill
     context: PromptContext
-    baseline_failing: frozenset[str] = frozenset()
 
 
 def run_round(job: Job, specs: list[str]) -> tuple[ValidationResult, list[ValidationResult] | None]:
@@ -69,32 +68,3 @@ def reruns(
     kept = list(measured)
     outcome.reruns = kept
     return kept
-
-
-def shared_breaks(job: Job, changed: dict[str, str], originals: dict[str, str | None]) -> list[str]:
-    """What a changed existing shared support file (a factory, conftest.py) breaks: other tests
-    depend on it, so the whole suite must still pass with it ([] when none changed)."""
-    rules = job.chain.file_rules(job.project)
-    touched = sorted(
-        p for p in changed if originals.get(p) is not None and rules.is_support_file(p)
-    )
-    if not touched:
-        return []
-    suite = job.chain.run_suite(job.project, job.runner).validation
-    names = ", ".join(touched)
-    if not suite.loaded:
-        return [
-            f"changed shared file(s) {names}: the suite no longer loads",
-            suite.load_error or "",
-        ]
-    broken = [
-        f"{e.id}: {_first_line(e.message) or e.status}"
-        for e in suite.examples
-        if e.status in ("failed", "error") and e.id not in job.baseline_failing
-    ]
-    return [f"changed shared file(s) {names} break other specs", *broken] if broken else []
-
-
-def _first_line(text: str | None) -> str:
-    lines = (text or "").strip().splitlines()
-    return lines[0] if lines else ""

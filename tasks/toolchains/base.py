@@ -395,6 +395,21 @@ class Toolchain(ABC):
         """The static rubric's findings in one test file and its number of examples (the rule
         ids and weights are judge/static.py's; the parser is the stack's)."""
 
+    def support_findings(self, path: str, text: str) -> list[Finding]:
+        """The static rubric's findings in a support file a reply writes beside its tests (a
+        factory, a conftest, a setup file, the framework's configuration): the rules about how
+        results are reported and which tests run (``result-hook``, ``hidden-tests``); [] for a
+        file the stack does not read."""
+        del path, text
+        return []
+
+    def canary_test(self, repo: Path, path: str, text: str, token: str) -> str | None:
+        """The test file `text` (at `path`) with one more test that must fail, whose name holds
+        `token`: run beside a new support file, it proves that a failure is still reported as
+        one. None when the stack has no canary (the check is then skipped)."""
+        del repo, path, text, token
+        return None
+
     # --- the prompt context -----------------------------------------------------------------
 
     def context_paths(self, project: Path, source: str, kind: str, source_text: str) -> list[str]:

@@ -442,6 +442,8 @@ def test_forbidden_rules_are_the_structural_ones() -> None:
         "private-call",
         "not-raise-error",
         "any-instance-mock",
+        "result-hook",
+        "hidden-tests",
     } == FORBIDDEN_RULES
     assert all(r.weight > 0 for r in RULES.values())
 
@@ -488,7 +490,7 @@ def test_rubric_levels_are_exactly_the_contract() -> None:
     assert set(rubric.levels) == {1.0, 0.8, 0.6, 0.4, 0.2, 0.0} == RUBRIC_LEVELS
     assert rubric.levels[0.8] == "Precise everywhere tested, but one or two edge cases missing."
     assert "private methods" in rubric.levels[0.0]
-    assert rubric.version == "1.1"
+    assert rubric.version == "1.2"
     assert rubric.sha256 == hashlib.sha256(default_rubric_path().read_bytes()).hexdigest()
     assert not rubric.text.startswith("---")
     for bad in ("be_truthy", "not_to raise_error", "send", "eq(100)", "change { User.count }"):
@@ -524,7 +526,7 @@ def test_rubric_nearest_level() -> None:
     [
         (lambda t: t.replace("| 0.2 |", "| 0.3 |"), "levels must be exactly"),
         (lambda t: t.replace("| 0.4 | Some", "| 0.6 | Some"), "level 0.6 defined twice"),
-        (lambda t: t.replace('version: "1.1"\n', ""), "needs a version"),
+        (lambda t: t.replace('version: "1.2"\n', ""), "needs a version"),
         (lambda t: t.split("---", 2)[2], "no YAML front matter"),
     ],
 )

@@ -33,6 +33,7 @@ from tasks.toolchains.node.rubric_file import (
     focus_findings,
     mocked_module_findings,
 )
+from tasks.toolchains.node.rubric_hooks import hook_findings
 from tasks.toolchains.node.rubric_tree import (
     FUNCTION_NODES,
     arguments,
@@ -273,6 +274,7 @@ def analyse(path: str, text: str, source: str | None = None) -> tuple[list[Findi
         return [Finding(path=path, line=first_error_line(root), rule="syntax", message=message)], 0
     helpers = _helpers(root)
     findings = mocked_module_findings(path, root, source)
+    findings.extend(hook_findings(path, root, config=False))
     tests = 0
     for node in walk(root):
         if node.type != "call_expression":

@@ -21,10 +21,10 @@ from tasks.core.types import Finding, LintOffense, SuiteProblem
 from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain, ToolchainError
 from tasks.toolchains.files import FileRules
 from tasks.toolchains.mutants import Mutation
-from tasks.toolchains.node import context, diagnose, rubric, syntax
+from tasks.toolchains.node import context, diagnose, rubric, rubric_hooks, syntax
 from tasks.toolchains.node.files import NodeFileRules
 from tasks.toolchains.node.jest import BABEL_CONFIGS, CONFIG_FILES
-from tasks.toolchains.node.layout import NodeKind, is_code
+from tasks.toolchains.node.layout import NodeKind, is_code, is_test_file
 from tasks.toolchains.node.lint import FLAT_CONFIGS, LEGACY_CONFIGS
 from tasks.toolchains.node.lint import lint as eslint
 from tasks.toolchains.node.patches import MANIFESTS, TEST_CONFIG_GLOBS, TSCHECK
@@ -166,6 +166,12 @@ class NodeJestToolchain(Toolchain):
 
     def rubric_findings(self, path: str, text: str) -> tuple[list[Finding], int]:
         return rubric.analyse(path, text)
+
+    def support_findings(self, path: str, text: str) -> list[Finding]:
+        return rubric_hooks.support_findings(path, text)
+
+    def canary_test(self, repo: Path, path: str, text: str, token: str) -> str | None:
+        return rubric_hooks.canary_test(text, token) if is_test_file(path) else None
 
     def context_paths(self, project: Path, source: str, kind: str, source_text: str) -> list[str]:
         return context.context_paths(project, source, source_text)

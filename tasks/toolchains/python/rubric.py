@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from tasks.core.types import Finding
 from tasks.toolchains.python.parse import parse
+from tasks.toolchains.python.rubric_hooks import hook_findings
 
 #: More mocks and patches than this in one test is over-mocking.
 MAX_MOCKS_PER_TEST = 3
@@ -276,7 +277,7 @@ def analyse(path: str, text: str) -> tuple[list[Finding], int]:
     except ValueError as exc:  # e.g. null bytes, which Python 3.11 reports as ValueError
         msg = f"the file does not parse as Python: {exc}"
         return [Finding(path=path, line=1, rule="syntax", message=msg)], 0
-    findings = _file_findings(path, tree)
+    findings = _file_findings(path, tree) + hook_findings(path, tree, support=False)
     helpers = asserting_helpers(tree)
     tests = 0
     for fn in _test_functions(tree):

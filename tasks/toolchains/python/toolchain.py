@@ -22,7 +22,7 @@ from tasks.core.types import Finding, LintOffense, SuiteProblem, ValidationResul
 from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
 from tasks.toolchains.files import FileRules
 from tasks.toolchains.mutants import Mutation
-from tasks.toolchains.python import context, files, lint, repeat, rubric, run, syntax
+from tasks.toolchains.python import context, files, lint, repeat, rubric, rubric_hooks, run, syntax
 from tasks.toolchains.python.diagnose import diagnose_pytest
 from tasks.toolchains.python.prepared import PythonEnvBuilder
 from tasks.toolchains.python.pytest_config import python_test_roots
@@ -138,6 +138,12 @@ class PythonPytestToolchain(Toolchain):
 
     def rubric_findings(self, path: str, text: str) -> tuple[list[Finding], int]:
         return rubric.analyse(path, text)
+
+    def support_findings(self, path: str, text: str) -> list[Finding]:
+        return rubric_hooks.support_findings(path, text)
+
+    def canary_test(self, repo: Path, path: str, text: str, token: str) -> str | None:
+        return rubric_hooks.canary_test(repo, text, token) if path.endswith(".py") else None
 
     def context_paths(self, project: Path, source: str, kind: str, source_text: str) -> list[str]:
         return context.context_paths(project, source, source_text)

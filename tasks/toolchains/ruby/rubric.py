@@ -22,6 +22,7 @@ import tree_sitter_ruby
 from tree_sitter import Language, Node, Parser
 
 from tasks.core.types import Finding
+from tasks.toolchains.ruby.rubric_hooks import hook_findings
 
 EXAMPLE_METHODS = frozenset(
     {"it", "specify", "example", "its", "scenario", "fit", "fspecify", "fexample", "focus"}
@@ -339,7 +340,7 @@ def analyse(path: str, text: str) -> tuple[list[Finding], int]:
         line = first_error_line(root)
         msg = "the file does not parse as Ruby (it cannot load): fix the syntax first"
         return [Finding(path=path, line=line, rule="syntax", message=msg)], 0
-    findings = _matcher_findings(path, root)
+    findings = _matcher_findings(path, root) + hook_findings(path, root, support=False)
     helpers = asserting_helpers(root)
     examples = 0
     for node in _walk(root):

@@ -19,7 +19,7 @@ from tasks.core.types import Finding, LintOffense, SuiteProblem, ValidationResul
 from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
 from tasks.toolchains.files import FileRules
 from tasks.toolchains.mutants import Mutation
-from tasks.toolchains.ruby import context, files, lint, repeat, rubric, run, syntax
+from tasks.toolchains.ruby import context, files, lint, repeat, rubric, rubric_hooks, run, syntax
 from tasks.toolchains.ruby.bundle import BundleBuilder
 from tasks.toolchains.ruby.diagnose import diagnose_rspec
 
@@ -110,6 +110,12 @@ class RubyRspecToolchain(Toolchain):
 
     def rubric_findings(self, path: str, text: str) -> tuple[list[Finding], int]:
         return rubric.analyse(path, text)
+
+    def support_findings(self, path: str, text: str) -> list[Finding]:
+        return rubric_hooks.support_findings(path, text)
+
+    def canary_test(self, repo: Path, path: str, text: str, token: str) -> str | None:
+        return rubric_hooks.canary_test(text, token) if path.endswith(".rb") else None
 
     def context_paths(self, project: Path, source: str, kind: str, source_text: str) -> list[str]:
         return context.context_paths(project, source, kind, source_text)

@@ -155,6 +155,7 @@ def test_the_decision_lists_every_gate_run_in_order() -> None:
         "lint",
         "coverage",
         "static",
+        "support",
         "judge",
         "mutation",
     ]
@@ -166,9 +167,19 @@ def test_the_decision_lists_every_gate_run_in_order() -> None:
     assert "flaky" not in [r.gate for r in skipped.results] and skipped.accepted
 
 
-def test_a_shared_support_file_that_breaks_the_suite_fails_the_pass_gate() -> None:
-    d = evaluate(_evidence(shared_breaks=["changed shared file(s) x break other specs"]), SETTINGS)
-    assert (d.gate, d.reasons) == ("pass", ["changed shared file(s) x break other specs"])
+def test_support_files_that_change_other_results_fail_the_support_gate() -> None:
+    broke = "tests/conftest.py changes the outcome of 1 existing test(s): t (passed -> failed)"
+    d = evaluate(_evidence(support_breaks=[broke, "the tests need tests/conftest.py"]), SETTINGS)
+    assert (d.gate, d.reasons) == ("support", [broke, "the tests need tests/conftest.py"])
+    assert [r.gate for r in d.results][-2:] == ["static", "support"]  # never judged
+
+
+def test_a_support_file_left_out_passes_the_support_gate_with_the_note() -> None:
+    note = "tests/conftest.py: left out, the tests pass with the project's own support files"
+    d = evaluate(_evidence(support_notes=[note]), SETTINGS)
+    assert d.accepted and d.reasons == []
+    support = next(r for r in d.results if r.gate == "support")
+    assert support.passed and support.reasons == [note]
 
 
 def test_mutation_gate_is_off_by_default_and_gates_when_set() -> None:

@@ -233,33 +233,6 @@ def test_paths_outside_the_skill_are_re_asked_and_model_errors_are_one_outcome(
     assert outcome.exchanges[0].replies == [escape, escape]
 
 
-BREAKING_CONFTEST = """\
-import pytest
-
-
-@pytest.fixture(autouse=True)
-def only_reports(request):
-    if "test_reports" not in request.node.nodeid:
-        raise RuntimeError("shared fixture broken for other modules")
-"""
-
-
-def test_changed_shared_conftest_is_rejected_when_other_tests_break(
-    project: Path, mistral_server: MistralServer
-) -> None:
-    (project / "tests/conftest.py").write_text("# shared fixtures\n", encoding="utf-8")
-    body = files_reply(GOOD) + "\n" + files_reply(BREAKING_CONFTEST, "tests/conftest.py")
-    mistral_server.add(Rule(replies=[body]))
-
-    outcome = _run(project, mistral_server, _settings(), iterations=1)
-
-    assert outcome.verdict == "rejected" and outcome.gate == "pass"
-    assert outcome.reasons[0] == "changed shared file(s) tests/conftest.py break other specs"
-    assert any("test_units.py" in r and "shared fixture broken" in r for r in outcome.reasons)
-    assert outcome.validation is not None and outcome.validation.passed  # its own tests passed
-    assert all(r.schema_name is None for r in mistral_server.requests)  # never judged
-
-
 def test_model_call_budget_stops_the_file_cleanly(
     project: Path, mistral_server: MistralServer
 ) -> None:

@@ -125,6 +125,9 @@ SAMPLES: dict[str, Any] = {
         "source_path": "app/models/order.rb",
         "source": SOURCE,
         "spec": "RSpec.describe Order do\n  it { expect(1).to eq(1) }\nend\n",
+        "support_files": [
+            {"path": "spec/factories/orders.rb", "text": "FactoryBot.define do\nend\n"}
+        ],
         "rubric": RUBRIC,
         "reply_schema": schema_text(JudgeVerdict),
     },
@@ -380,6 +383,18 @@ def test_judge_takes_the_rubric_source_and_spec() -> None:
     assert RUBRIC in rendered.system
     assert "## Source under test: app/models/order.rb" in rendered.user
     assert "it { expect(1).to eq(1) }" in rendered.user
+    assert rendered.meta.version == "1.1.0"
+
+
+def test_judge_shows_the_support_files_labelled_after_the_spec() -> None:
+    rendered = render("judge", **SAMPLES["judge"]())
+    user = rendered.user
+    heading = "## Support files written with it (not tests: loaded with every test of the project)"
+    assert user.index("## Test file: spec/models/order_spec.rb") < user.index(heading)
+    assert "### Support file: spec/factories/orders.rb\n```ruby\nFactoryBot.define do" in user
+    assert "Support files" in rendered.system  # told how to read them
+    alone = render("judge", **(SAMPLES["judge"]() | {"support_files": []})).user
+    assert "Support file" not in alone
 
 
 def test_reply_models_constrain_values() -> None:
@@ -449,7 +464,7 @@ def test_hash_changes_when_text_changes(tmp_path: Path) -> None:
     file.write_text(file.read_text().replace("strict reviewer", "very strict reviewer"))
     after = load_prompt("judge", root)
     assert after.sha256 != before["judge"]
-    assert after.version == "1.0.0"
+    assert after.version == "1.1.0"
     rendered = render("judge", prompts_dir=root, **SAMPLES["judge"]())
     assert rendered.meta.sha256 == after.sha256
     assert "very strict reviewer" in rendered.system
