@@ -23,6 +23,7 @@ from tasks.generate.copies import copy_project, lease_copy
 from tasks.generate.loop import DEFAULT_MAX_ITERATIONS, generate_for_file
 from tasks.generate.report import NO_MODEL
 from tasks.generate.skills import choose_skill
+from tasks.generate.steps import StepMemo
 from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome
 from tasks.model.client import ModelClient
@@ -95,6 +96,7 @@ def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOut
     except AutopilotError as exc:
         return failed(target, str(exc))
     store = OutcomeStore(job.store_dir)
+    steps = StepMemo.under(job.store_dir, key)
     hit = store.get(key)
     if hit is not None:
         log.info("%s: unchanged since a finished run; outcome re-used", target.source)
@@ -125,6 +127,8 @@ def run_file_job(job: FileJob, client_for: Callable[[], ModelClient]) -> FileOut
             max_iterations=job.max_iterations,
             max_model_calls=job.max_model_calls,
             time_limit_s=job.file_time_limit_s,
+            steps=steps,
         )
-    store.put(key, outcome)
+    if store.put(key, outcome):
+        steps.clear()  # the outcome is kept: nothing of this job is left to resume
     return outcome

@@ -36,6 +36,7 @@ from tasks.generate.mutation import mutation_score, survivors_feedback
 from tasks.generate.numbered import numbered, numbered_for
 from tasks.generate.rounds import BudgetExhaustedError, Conversation, round_record
 from tasks.generate.skills import Skill
+from tasks.generate.steps import MeasuredRound, StepMemo
 from tasks.generate.support_gate import SupportCheck, check_support
 from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome, JudgeRecord
@@ -69,6 +70,7 @@ def generate_for_file(
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     max_model_calls: int | None = None,
     time_limit_s: float | None = None,
+    steps: StepMemo | None = None,
 ) -> FileOutcome:
     """Write or improve the tests of one source file until they pass every gate, or give up.
 
@@ -87,6 +89,8 @@ def generate_for_file(
         time_limit_s: the file's wall-clock budget, checked before each model call, test run
             round and the flakiness re-runs; a running command is bounded by the sandbox's own
             timeout instead.
+        steps: where the job's finished steps are kept and replayed from (a resumed job);
+            None keeps nothing.
 
     Returns:
         The outcome; model, sandbox and tool failures become ``verdict="error"`` with a reason,
@@ -112,6 +116,7 @@ def generate_for_file(
         settings=settings,
         skill=skill,
         context=context,
+        steps=steps or StepMemo(None),
     )
     try:
         _generate(job, outcome, talk, max(1, max_iterations))
@@ -287,13 +292,23 @@ def _rounds(
 
 def _measure(job: Job, talk: Conversation) -> Evidence:
     """Write the draft, lint it with autocorrect, run its tests with coverage, and check it
-    with the static rubric: what the autocorrected files are is what counts."""
-    write_files(job.project, talk.files)
-    paths = list(talk.files)
-    offences = job.chain.lint(job.project, paths, True, job.runner)
-    talk.files = read_back(job.project, paths)
-    specs = sorted({*job.target.specs, *(p for p in talk.files if talk.rules.is_test_file(p))})
-    validation, reruns = run_round(job, specs)
+    with the static rubric: what the autocorrected files are is what counts. A round a killed
+    job had measured is replayed from its kept steps (the copy gets the linted files)."""
+    inputs = {"files": talk.files, "specs": sorted(job.target.specs)}
+    kept = job.steps.recall("round", inputs, MeasuredRound)
+    if kept is None:
+        write_files(job.project, talk.files)
+        paths = list(talk.files)
+        offences = job.chain.lint(job.project, paths, True, job.runner)
+        linted = read_back(job.project, paths)
+        specs = sorted({*job.target.specs, *(p for p in linted if talk.rules.is_test_file(p))})
+        validation, reruns = run_round(job, specs)
+        kept = MeasuredRound(files=linted, offences=offences, validation=validation, reruns=reruns)
+        job.steps.keep("round", inputs, kept)
+    else:
+        write_files(job.project, kept.files)
+    talk.files = dict(kept.files)
+    validation, reruns, offences = kept.validation, kept.reruns, kept.offences
     validation.lint = offences
     return Evidence(
         validation=validation,

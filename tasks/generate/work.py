@@ -5,7 +5,7 @@ one process, its flakiness repeats; the re-runs otherwise. The support files' pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks.core.config import Settings
@@ -13,6 +13,7 @@ from tasks.core.types import ValidationResult
 from tasks.generate.context import PromptContext
 from tasks.generate.rounds import Conversation
 from tasks.generate.skills import Skill
+from tasks.generate.steps import Reruns, StepMemo
 from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome
 from tasks.toolchains.base import CommandRunner, Toolchain
@@ -29,6 +30,8 @@ class Job:
     settings: Settings
     skill: Skill
     context: PromptContext
+    #: The job's finished steps, replayed by a resumed job (:mod:`tasks.generate.steps`).
+    steps: StepMemo = field(default_factory=lambda: StepMemo(None))
 
 
 def run_round(job: Job, specs: list[str]) -> tuple[ValidationResult, list[ValidationResult] | None]:
@@ -58,13 +61,20 @@ def reruns(
     or fail is all they must show: no coverage measured); the first failing one ends them."""
     if measured is None:
         specs = sorted({*job.target.specs, *(p for p in talk.files if talk.rules.is_test_file(p))})
-        talk.check_time()
-        runs = job.settings.gates.flaky_runs
-        measured = (
-            job.chain.run_repeats(job.project, specs, job.target.source, job.runner, runs=runs)
-            if runs > 0
-            else []
-        )
+        inputs = {"files": talk.files, "specs": specs}
+        done = job.steps.recall("reruns", inputs, Reruns)
+        if done is None:
+            talk.check_time()
+            runs = job.settings.gates.flaky_runs
+            done = Reruns(
+                runs=job.chain.run_repeats(
+                    job.project, specs, job.target.source, job.runner, runs=runs
+                )
+                if runs > 0
+                else []
+            )
+            job.steps.keep("reruns", inputs, done)
+        measured = done.runs
     kept = list(measured)
     outcome.reruns = kept
     return kept
