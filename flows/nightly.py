@@ -42,7 +42,7 @@ from flows.limits import (
     retry_on_infrastructure,
     task_options,
 )
-from flows.nightly_baseline import Baseline
+from flows.nightly_baseline import Baseline, kept_baseline
 from flows.nightly_baseline import baseline as baseline_of
 from flows.progress import ProgressArtifact, finished, started
 from flows.runtime import collect_logs, with_shared_model_limit
@@ -343,6 +343,7 @@ def _nightly_in(
                 settings.sandbox, root=wt, toolchain_dirs=chain.sandbox_dirs(project)
             )
             timeout = settings.sandbox.spec_timeout_s
+            kept = kept_baseline(baseline_suite, settings, commit, project, wt, chain, ready.env)
             baseline = baseline_of(
                 project,
                 chain,
@@ -351,7 +352,7 @@ def _nightly_in(
                 path,
                 commit,
                 timeout,
-                baseline_suite,
+                kept,
                 ready.problem,
             )
         return _targets_and_outcomes(project, wt, path, settings, work, mapping, chain, baseline)

@@ -117,7 +117,8 @@ def _mutants(home: Path) -> int:
 STAGES: dict[str, Callable[[Path, int], bool]] = {
     "after-generate": lambda home, pid: "generator" in _kept_roles(home),
     "after-fix": lambda home, pid: _kept_roles(home).count("generator") >= 2,
-    "after-judge": lambda home, pid: "judge" in _kept_roles(home),
+    # Both samples (the second is sent the moment the first arrives: kill after it).
+    "after-judge": lambda home, pid: _kept_roles(home).count("judge") >= 2,
     "during-mutation": lambda home, pid: _mutants(home) >= 1 and not _stored_outcomes(home),
     "during-proof": lambda home, pid: bool(_stored_outcomes(home)) and _session_runs_tests(pid),
 }
