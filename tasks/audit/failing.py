@@ -4,8 +4,10 @@ A source is failing through its own tests only, never because a failing test mer
 of it. Each failing test (status ``failed`` or ``error``) is given to sources by the first rule
 that names any:
 
-1. ``mapping``: the sources its test file is mapped to by the stack's name rules (the test
-   file is theirs, whatever else it executes);
+1. ``mapping``: the sources its test file is mapped to by the stack's rules (the test file is
+   theirs, whatever else it executes); a test file mapped to several sources (a Jest test
+   named after a feature maps to what it imports) gives it to the one of them holding the
+   innermost frame of the test's stack trace, when one does;
 2. ``trace``: for a test file mapped to no source, the source file holding the innermost frame
    of the test's stack trace (where the failure was raised);
 3. ``coverage``: else the source whose function bodies that test file ran the most lines of
@@ -89,9 +91,11 @@ def _attribute(
     sources: set[str],
     runs: dict[str, dict[str, int]],
 ) -> tuple[list[str], Attribution | None]:
-    if key is not None and owners.get(key):
-        return owners[key], "mapping"
     raised = [loc.path for loc in case.locations if loc.path in sources]
+    mapped = owners.get(key, []) if key is not None else []
+    if mapped:
+        narrowed = [path for path in raised if path in mapped]
+        return ([narrowed[-1]] if len(mapped) > 1 and narrowed else mapped), "mapping"
     if raised:
         return [raised[-1]], "trace"
     found = _most_run(runs, key, sources) if key is not None else None
