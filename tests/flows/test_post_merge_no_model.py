@@ -11,6 +11,9 @@ server).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,8 @@ from tests.flows.test_post_merge import (
     run_flow,
     script,
 )
+from tests.paths import REPO_ROOT
+from tests.s3server import s3_bucket_fixture, s3_server_fixture  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -124,3 +129,32 @@ def test_a_run_left_for_want_of_a_model_goes_on_from_its_reproduction_with_one(
     assert f"resumed from run {first['run_id']} after its reproduction" in group["reasons"]
     assert group["reproduction"] == first["groups"][0]["reproduction"]
     assert "(10, 5))" in branch_file(repo, second["branch"], PRICING)
+
+
+def test_reports_none_of_which_can_be_fetched_are_one_line_and_exit_2(
+    tmp_path: Path, prefect_harness: None, s3_bucket: str
+) -> None:
+    from prefect.settings import PREFECT_API_URL
+
+    repo, _, _ = regressed_repo(tmp_path)
+    uris = [f"s3://{s3_bucket}/ci/missing.xml", "s3://no-such-bucket-here/junit.xml"]
+    call = (
+        "from flows.commands.repair import run; import sys, pathlib;"
+        f"sys.exit(run(pathlib.Path({str(repo)!r}), {uris!r}, "
+        f"archive={str(tmp_path / 'a')!r}, json_out=True))"
+    )
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    done = subprocess.run(
+        [sys.executable, "-c", call],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("autopilot:")]
+    assert line.startswith("autopilot: error: no usable report: ")
+    assert f"{uris[0]}: no such object" in line and f"{uris[1]}: no such bucket" in line
