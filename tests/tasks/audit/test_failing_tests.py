@@ -20,7 +20,7 @@ import pytest
 
 from flows.commands.audit import _print_table
 from tasks.audit.failing import message_head
-from tasks.audit.report import FAILING_SHOWN, AuditReport, build_report
+from tasks.audit.report import FAILING_SHOWN, AuditReport, build_report, markdown_summary
 from tasks.core.types import Location, MappedFile, Mapping, TestCaseResult, ValidationResult
 from tests.examples_repo import git
 from tests.field_repos import make_repo, write_tree
@@ -440,3 +440,6 @@ def test_the_table_lists_failing_tests_capped_with_a_count_of_the_rest(
     assert f"tests/test_cart.py::test_{last} " in out
     assert f"test_{FAILING_SHOWN} " not in out
     assert "... and 5 more failing tests (--json)" in out
+    summary = markdown_summary(report)  # the Prefect artifact, likewise capped
+    assert "## Failing tests" in summary and "- tests/test_cart.py::test_0 at " in summary
+    assert "- ... and 5 more failing tests" in summary
