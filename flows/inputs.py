@@ -12,11 +12,8 @@ from tasks.core.errors import BadInputError, ConfigError
 from tasks.generate.targets import check_globs
 from tasks.keep.archive import open_archive
 from tasks.keep.git import resolve_commit, subdir_in_repo
-from tasks.repair.scout import check_reports
+from tasks.repair.scout import check_reports, no_usable_report
 from tasks.toolchains.registry import detect_toolchain
-
-#: Why a repair (or an evaluation) cannot ask a model.
-NO_MODEL = "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
 
 
 def nightly_settings(repo: Path, min_coverage: float | None, min_judge: float | None) -> Settings:
@@ -71,23 +68,33 @@ def repair_settings(
 
 def check_repair(
     repo: Path,
-    reports: list[Path],
+    reports: list[str],
     ref: str,
     max_retries: int | None,
     human_timeout: float | None,
-) -> None:
-    """Raise BadInputError/ConfigError for what would make the flow fail at once: the
-    repository, the ref, the options, a model to repair with, and reports none of which can be
-    used (a raw log counts when a model reads it)."""
+) -> list[str]:
+    """The reports (paths or ``s3://`` URIs) that cannot be used, one line each: a missing,
+    unreadable or broken file, a malformed URI, a raw log without a model to read it. The run
+    goes on with the others; an ``s3://`` object is only fetched by the flow. No model is
+    needed: without one the repair reproduces, groups and reports.
+
+    Raises:
+        BadInputError/ConfigError: what would make the flow fail at once (the repository, the
+            ref, the options), or reports were given and none can be used (one line naming
+            each).
+    """
     if not repo.is_dir():
         raise BadInputError(f"{repo}: not a directory")
     settings = repair_settings(repo, max_retries, human_timeout)
     root, _ = subdir_in_repo(repo)
     resolve_commit(root, ref)
     detect_toolchain(repo, settings.toolchain)
-    if not settings.model_configured:
-        raise ConfigError(NO_MODEL)
-    check_reports(reports, repo, settings.model_configured)
+    uris = [r for r in reports if r.startswith("s3://")]
+    local = [Path(r) for r in reports if not r.startswith("s3://")]
+    bad = report_uri_problems(uris) + check_reports(local, repo, settings.model_configured)
+    if reports and len(bad) == len(reports):
+        raise BadInputError(no_usable_report(bad))
+    return bad
 
 
 def check_eval(repo: Path, regressions: int, only: list[str] | None) -> None:
@@ -105,12 +112,14 @@ def check_eval(repo: Path, regressions: int, only: list[str] | None) -> None:
     detect_toolchain(repo, settings.toolchain)
 
 
-def check_report_uris(uris: list[str]) -> None:
-    """Raise BadInputError for an ``s3://`` report URI without a bucket or a key."""
+def report_uri_problems(uris: list[str]) -> list[str]:
+    """One line per ``s3://`` report URI that names no bucket."""
     from tasks.ci_inputs.reports import split_s3
 
+    bad: list[str] = []
     for uri in uris:
         try:
             split_s3(uri)
         except ValueError as exc:
-            raise BadInputError(f"--report {uri}: {exc}") from None
+            bad.append(f"{uri}: {exc}")
+    return bad

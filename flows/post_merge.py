@@ -6,7 +6,8 @@ hand-offs: the flow run pauses (suspends, under a deployment) for a typed
 :class:`HumanDecision` per group that needs a person (approve, reject, or edit with a patch) ->
 accepted patches applied in order and committed on ONE new branch ``autopilot/fix-<short-sha>``,
 one commit per group, built without touching the user's HEAD, index or working tree ->
-summary, metrics and the whole state archived.
+summary, metrics and the whole state archived. Without a model the run still scouts, groups and
+reproduces every group; each then ends ``needs_model`` (a flaky one goes to a person as ever).
 
 The loop is tasks/repair/loop.py, the hand-off tasks/repair/human.py, the branch
 tasks/repair/branch.py. The typed state of every group is archived after every step
@@ -51,7 +52,7 @@ from tasks.audit.prepared import PreparedRun, prepared_run
 from tasks.ci_inputs import ensure_commit
 from tasks.ci_inputs.reports import local_reports
 from tasks.core.config import Settings
-from tasks.core.errors import ArchiveError, AutopilotError
+from tasks.core.errors import ArchiveError, AutopilotError, BadInputError
 from tasks.core.run_context import job_context
 from tasks.core.types import Mapping, SuiteProblem, TestCaseResult
 from tasks.keep.archive import Archive, RunArchive, open_archive
@@ -67,6 +68,7 @@ from tasks.repair.scout import (
     failures_from_suite,
     fill_test_files,
     group_failures,
+    no_usable_report,
     read_reports,
 )
 from tasks.repair.state import (
@@ -216,6 +218,8 @@ def post_merge(
     try:
         with tempfile.TemporaryDirectory(prefix="autopilot-reports-") as fetched_dir:
             given, fetch_errors = local_reports(reports or [], Path(fetched_dir))
+            if reports and not given:  # every report named was unusable: nothing to repair
+                raise BadInputError(no_usable_report(fetch_errors))
             run = _Run(run_id, base, sub, run_archive.uri, given, fetch_errors, human_poll_s)
             state = _repair_in(path, root, settings, run, earlier, saver, client, archive_root)
     finally:
@@ -279,14 +283,15 @@ def _repair_in(
                 state.archive_uri = run.archive_uri
                 state.report_errors = [*run.report_errors, *state.report_errors]
                 saver.run(state, "scout")
-            if state.groups and (client is None or ready.problem):
+            if state.groups and ready.problem:
                 to_person(state, ready.problem)
-            elif state.groups and client is not None:
+            elif state.groups:
                 failing = [t for g in state.groups for t in g.group.tests]
                 env = RepairEnv(
                     client, settings, root, run.sub, run.commit, chain, project, failing
                 )
-                env.knowledge = Knowledge.load(archive_root)
+                if client is not None:
+                    env.knowledge = Knowledge.load(archive_root)
                 _repair_groups(state, env, saver, run.human_poll_s, path.name)
     return state
 
@@ -352,7 +357,8 @@ def _repair_groups(
     """Every group in parallel, then the hand-offs one by one, then the fix branch.
 
     The human timeout bounds the whole wait, not each hand-off: ten groups needing a person
-    never keep the run waiting ten times as long.
+    never keep the run waiting ten times as long. A run without a model waits for nobody:
+    its groups are reproduced and reported.
     """
     # Groups a person already decided (a resumed run) stay as they are.
     open_groups = [g for g in state.groups if g.outcome is None]
@@ -361,7 +367,7 @@ def _repair_groups(
     state.groups = [done.get(g.group.id, g) for g in state.groups]
     saver.run(state, "repaired")
     deadline = time.monotonic() + env.settings.repair.human_timeout_s
-    for g in state.groups:
+    for g in state.groups if env.client is not None else []:
         if g.step == "human" and g.outcome is None and g.human is None:
             remaining = max(0.0, deadline - time.monotonic())
             hand_off(g, env, state.run_id, remaining, human_poll_s)

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from tasks.core.errors import BadInputError
+
 if TYPE_CHECKING:
     from tasks.core.config import Settings
 
@@ -78,10 +80,19 @@ def flow_runtime(verbose: bool | int = False) -> Iterator[None]:
         quiet_transport_loggers(int(verbose))
         task_runs = logging.getLogger("prefect.task_runs")
         task_runs.addFilter(_thread_timeout_notice)
+        flow_runs = logging.getLogger("prefect.flow_runs")
+        flow_runs.addFilter(_bad_input_traceback)
         try:
             yield
         finally:
             task_runs.removeFilter(_thread_timeout_notice)
+            flow_runs.removeFilter(_bad_input_traceback)
+
+
+def _bad_input_traceback(record: logging.LogRecord) -> bool:
+    """Drop the engine's traceback of a flow that stopped on bad input (an unknown run to
+    resume, no report that could be fetched): the command says it in one line, exit 2."""
+    return not (record.exc_info and isinstance(record.exc_info[1], BadInputError))
 
 
 def _thread_timeout_notice(record: logging.LogRecord) -> bool:

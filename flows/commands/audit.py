@@ -4,7 +4,9 @@ No model is involved. Inputs are checked before the audit starts, so a bad repos
 one line on stderr (exit 2), never a flow-run traceback. With a Prefect server configured
 (``PREFECT_API_URL``) the audit is a flow run on it, visible in the UI; without one it runs
 in-process with no Prefect at all (an ephemeral server would cost ~10 s per audit). A suite that
-did not run, or a tool that failed, is one line each on stderr and exit 1.
+did not run, or a tool that failed, is one line each on stderr and exit 1. The table of files is
+followed by the failing tests (the first :data:`FAILING_SHOWN`, then a count of the rest) and
+the test files set aside.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 from pathlib import Path
 
 from flows.commands.render import Column, print_lines, print_table
-from tasks.audit.report import AuditReport, table_rows
+from tasks.audit.report import FAILING_SHOWN, AuditReport, table_rows
 from tasks.audit.run import check_inputs
 from tasks.core.errors import AutopilotError
 
@@ -34,6 +36,7 @@ def _print_table(report: AuditReport) -> None:
     print_table(
         f"Audit of {report.repo} at {report.commit[:12]} ({report.toolchain})", columns, rows
     )
+    _print_failing(report)
     s, t = report.summary, report.summary.tests
     print_lines(
         f"{s.files} files, {s.untested} untested, line coverage {s.line_coverage:.1%}, "
@@ -43,6 +46,24 @@ def _print_table(report: AuditReport) -> None:
         *(f"prepared: {note}" for note in report.prepared),
         *(f"warning: {warning}" for warning in report.warnings),
     )
+
+
+def _print_failing(report: AuditReport) -> None:
+    """The failing tests under the files (capped: a 300-file project stays readable), and the
+    test files that could not run."""
+    failing = report.failing_tests
+    if failing:
+        columns = [
+            Column("test", path=True),
+            Column("at", path=True),
+            Column("message"),
+            Column("source", path=True),
+        ]
+        rows = [[t.id, t.location, t.message, t.sources] for t in failing[:FAILING_SHOWN]]
+        print_table(f"Failing tests ({len(failing)})", columns, rows)
+        if len(failing) > FAILING_SHOWN:
+            print_lines(f"... and {len(failing) - FAILING_SHOWN} more failing tests (--json)")
+    print_lines(*(f"set aside: {f}: {why}" for f, why in report.suite.set_aside.items()))
 
 
 def run(repo: Path, ref: str, json_out: bool, verbose: bool | int = False) -> int:

@@ -2,8 +2,11 @@
 [--human-timeout S] [--archive URI] [--json]`: the post-merge repair flow.
 
 Inputs are checked before the flow starts, so a bad repository, ref, option or configuration is
-one line on stderr (exit 2), never a flow-run traceback. Exit 0 when every failure group was
-fixed (or nothing failed), 1 otherwise.
+one line on stderr (exit 2), never a flow-run traceback. A report that cannot be used (missing,
+unreadable, broken, a malformed URI) is named first, one line each, and the run goes on with
+the others; none usable is exit 2. No model is needed to start: without one every group is
+reproduced and ends ``needs_model``. Exit 0 when every failure group was fixed (or nothing
+failed), 1 otherwise; ``--json`` prints its document whenever the run finished.
 """
 
 from __future__ import annotations
@@ -16,20 +19,35 @@ from flows.commands.render import Column, print_lines, print_table, progress_on_
 from tasks.core.errors import AutopilotError
 
 if TYPE_CHECKING:
-    from tasks.repair.state import RepairSummary
+    from tasks.repair.state import GroupSummary, RepairSummary
+
+NO_MODEL = "no model configured (set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL)"
+
+
+def _reproduced(group: GroupSummary) -> str:
+    r = group.reproduction
+    return "-" if r is None else "yes" if r.reproduced else "no"
 
 
 def _print_summary(result: RepairSummary) -> None:
     columns = [
         Column("group", path=True),
+        Column("signature"),
         Column("tests", path=True),
+        Column("reproduced"),
         Column("outcome"),
         Column("tries", justify="right"),
         Column("reasons"),
     ]
-    rows = [[g.id, g.tests, str(g.outcome), g.attempts, g.reasons[-3:]] for g in result.groups]
+    rows = [
+        [g.id, g.signature, g.tests, _reproduced(g), str(g.outcome), g.attempts, g.reasons[-3:]]
+        for g in result.groups
+    ]
     print_table(f"Repair of {result.repo} at {result.base_commit[:12]}", columns, rows)
     m = result.metrics
+    print_lines(*(f"report not used: {e}" for e in result.report_errors))
+    if any(g.outcome == "needs_model" for g in result.groups):
+        print_lines(f"needs a model: {NO_MODEL}, then autopilot repair --resume {result.run_id}")
     print_lines(
         f"{result.failures} failures, branch {result.branch or '(none)'}; "
         f"autonomous fix rate {m.autonomous_fix_rate:.0%}, human intervention rate "
@@ -70,15 +88,16 @@ def run(
         pr: Push it and open a pull request on the configured forge.
 
     Returns:
-        0 every group fixed, 1 some group not fixed, 2 bad input (one line on stderr).
+        0 every group fixed, 1 some group not fixed (``needs_model`` included), 2 bad input
+        (one line on stderr; also when reports were given and none can be used).
     """
     try:
-        from flows.inputs import check_repair, check_report_uris
+        from flows.inputs import check_repair
 
         given = [str(r) for r in reports]
-        local = [Path(r) for r in given if not r.startswith("s3://")]
-        check_report_uris([r for r in given if r.startswith("s3://")])
-        check_repair(repo, local, ref if commit is None else "HEAD", max_retries, human_timeout)
+        base = ref if commit is None else "HEAD"
+        for line in check_repair(repo, given, base, max_retries, human_timeout):
+            print(f"autopilot: warning: report not used: {line}", file=sys.stderr)
         from flows.post_merge import post_merge
         from flows.runtime import flow_runtime
 

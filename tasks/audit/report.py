@@ -4,18 +4,21 @@ Plain functions over what the toolchain measured; tasks/audit/run.py runs them i
 (flows/audit.py as Prefect tasks). A suite that did not run is reported as such (``suite.ran``
 false, with the problem that stopped it), never as passing; per-test counts stand beside the
 per-file figures; a source is tested by the specs its name maps to and by the test files that
-ran its function bodies (``covered_by``, the evidence).
+ran its function bodies (``covered_by``, the evidence). Every failing test is named
+(``failing_tests``), and a source is failing only through the failing tests given to it by
+tasks/audit/failing.py's rules, never because a failing test merely ran a line of it.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from tasks.audit.failing import FailingTest, failing_tests
 from tasks.core.types import (
     FileCoverage,
     Finding,
@@ -36,8 +39,10 @@ __all__ = [
     "AuditFile",
     "AuditReport",
     "AuditSummary",
+    "FailingTest",
     "SuiteStatus",
     "build_report",
+    "failing_lines",
     "markdown_summary",
     "spec_outcomes",
     "suite_report",
@@ -45,6 +50,8 @@ __all__ = [
 ]
 
 FileStatus = Literal["tested", "untested", "failing"]
+#: Failing tests listed in a table or a summary; the rest are counted (all are in the JSON).
+FAILING_SHOWN = 20
 
 
 class AuditFile(BaseModel):
@@ -65,6 +72,10 @@ class AuditFile(BaseModel):
         description="Other test files that ran this file's function bodies (evidence)",
     )
     tests: RunSummary = Field(default_factory=RunSummary, description="Tests of its specs")
+    failing_tests: list[str] = Field(
+        default_factory=list,
+        description="The ids of the failing tests that make it failing (see `failing_tests`)",
+    )
 
 
 class AuditSummary(BaseModel):
@@ -105,6 +116,11 @@ class AuditReport(BaseModel):
         default_factory=list, description="Tools that failed (lint, ...), one line each"
     )
     warnings: list[str] = Field(default_factory=list)
+    failing_tests: list[FailingTest] = Field(
+        default_factory=list,
+        description="Every failed or erroring test: id, message head, location, the sources "
+        "it makes failing",
+    )
 
     def exit_code(self) -> int:
         """0 when the suite ran and every tool worked; 1 otherwise."""
@@ -142,22 +158,40 @@ def _key(path: str, repo: Path | None) -> str:
     return relative_path(path, repo) if repo is not None else path
 
 
-def _verdict(specs: list[str], outcomes: dict[str, bool]) -> FileStatus | None:
-    ran = [outcomes[s] for s in specs if s in outcomes]
-    if any(not ok for ok in ran):
-        return "failing"
-    return "tested" if ran else None
-
-
 def _status(
-    specs: list[str], evidence: list[str], outcomes: dict[str, bool], broken: dict[str, str]
+    specs: list[str],
+    evidence: list[str],
+    outcomes: dict[str, bool],
+    broken: dict[str, str],
+    failures: list[str],
 ) -> tuple[FileStatus, list[str]]:
-    """A source's status and the reasons behind a spec that failed outright or never ran."""
-    status = _verdict(specs, outcomes) or _verdict(evidence, outcomes) or "untested"
+    """A source's status and the reasons behind a spec that failed outright or never ran.
+
+    Failing: a failing test is given to it (`failures`) or one of its specs could not run.
+    Tested: else a test of its specs, or of a test file that ran its function bodies, ran.
+    """
+    if failures or any(s in broken for s in specs):
+        status: FileStatus = "failing"
+    elif any(s in outcomes for s in [*specs, *evidence]):
+        status = "tested"
+    else:
+        status = "untested"
     reasons = [f"{s}: {broken[s]}" for s in specs if s in broken]
     if not reasons and specs and status == "untested":
         reasons = [f"{s}: no test ran" for s in specs]
     return status, reasons
+
+
+def _by_test_file(
+    examples: list[TestCaseResult], project: Path | None
+) -> tuple[dict[str, str], dict[str, list[TestCaseResult]]]:
+    """(a case's reported file -> its project-relative test file, test file -> its cases)."""
+    keys = {ex.file: _key(ex.file, project) for ex in examples if ex.file}
+    by_spec: dict[str, list[TestCaseResult]] = defaultdict(list)
+    for ex in examples:
+        if ex.file:
+            by_spec[keys[ex.file]].append(ex)
+    return keys, by_spec
 
 
 def build_report(
@@ -172,6 +206,7 @@ def build_report(
     static: dict[str, StaticVerdict],
     tested_by: dict[str, list[str]] | None = None,
     project: Path | None = None,
+    body_lines_run: dict[str, dict[str, int]] | None = None,
 ) -> AuditReport:
     """Combine the measurements into per-file results and the summary.
 
@@ -186,27 +221,26 @@ def build_report(
         static: static-rubric verdict per spec file.
         tested_by: source -> test files that ran its function bodies (evidence).
         project: the project directory, to make absolute test paths relative.
+        body_lines_run: source -> test file -> function-body lines it ran (which source a
+            failing test of an unmapped test file belongs to).
     """
     ran = suite.loaded and suite.reason is None
     why = None if ran else (suite.problem.one_line() if suite.problem else "it did not run")
     outcomes = spec_outcomes(suite, broken_specs, project)
-    by_spec: dict[str, list[TestCaseResult]] = defaultdict(list)
-    for ex in suite.examples:
-        if ex.file:
-            by_spec[_key(ex.file, project)].append(ex)
-    lint_by_path: dict[str, int] = defaultdict(int)
-    for off in lint:
-        lint_by_path[off.path] += 1
+    keys, by_spec = _by_test_file(suite.examples, project)
+    failing = failing_tests(suite.examples, mapping, keys, body_lines_run or {})
+    failures: dict[str, list[str]] = defaultdict(list)
+    for ft in failing:
+        for source in ft.sources:
+            failures[source].append(ft.id)
+    lint_by_path = Counter(off.path for off in lint)
     files: list[AuditFile] = []
-    covered = executable = 0
     for mf in mapping.files:
         cov = coverage.get(mf.source)
-        if cov is not None:
-            covered += cov.covered_lines
-            executable += cov.executable_lines
         evidence = [t for t in (tested_by or {}).get(mf.source, []) if t not in mf.specs]
         verdicts = [static[s] for s in mf.specs if s in static]
-        status, reasons = _status(mf.specs, evidence, outcomes, broken_specs)
+        given = failures.get(mf.source, [])
+        status, reasons = _status(mf.specs, evidence, outcomes, broken_specs, given)
         if why is not None and mf.specs:
             status, reasons = "failing", [f"the suite did not run: {why}"]
         files.append(
@@ -223,9 +257,13 @@ def build_report(
                 reason="; ".join(reasons) or None,
                 covered_by=evidence,
                 tests=RunSummary.of([ex for s in mf.specs for ex in by_spec.get(s, [])]),
+                failing_tests=given,
             )
         )
     all_specs = set(outcomes) | {s for mf in mapping.files for s in mf.specs}
+    measured = [coverage[mf.source] for mf in mapping.files if mf.source in coverage]
+    covered = sum(c.covered_lines for c in measured)
+    executable = sum(c.executable_lines for c in measured)
     return AuditReport(
         repo=repo,
         commit=commit,
@@ -244,6 +282,7 @@ def build_report(
             ran=ran, problem=None if ran else suite.problem, set_aside=dict(broken_specs)
         ),
         warnings=list(mapping.warnings),
+        failing_tests=failing,
     )
 
 
@@ -271,6 +310,7 @@ def suite_report(
         static=static,
         tested_by=suite.tested_by,
         project=project,
+        body_lines_run=suite.body_lines_run,
     )
     report.prepared = list(suite.prepared)
     report.errors = list(errors)
@@ -291,9 +331,23 @@ def table_rows(report: AuditReport) -> list[dict[str, object]]:
             "specs": ", ".join(f.specs),
             "tests": f"{f.tests.passed}/{f.tests.tests}",
             "covered_by": ", ".join(f.covered_by),
+            "failing_tests": ", ".join(f.failing_tests),
         }
         for f in report.files
     ]
+
+
+def failing_lines(report: AuditReport, limit: int = FAILING_SHOWN) -> list[str]:
+    """The first `limit` failing tests, one line each (id, location, message, sources), and
+    a line counting the rest."""
+    lines = [
+        f"{t.id} at {t.location or '?'}: {t.message or 'no message'}"
+        + (f" (source: {', '.join(t.sources)})" if t.sources else "")
+        for t in report.failing_tests[:limit]
+    ]
+    if len(report.failing_tests) > limit:
+        lines.append(f"... and {len(report.failing_tests) - limit} more failing tests")
+    return lines
 
 
 def markdown_summary(report: AuditReport) -> str:
@@ -325,6 +379,8 @@ def markdown_summary(report: AuditReport) -> str:
     ):
         if items:
             lines += ["", f"## {title}", *(f"- {item}" for item in items)]
+    if report.failing_tests:
+        lines += ["", "## Failing tests", *(f"- {line}" for line in failing_lines(report))]
     untested = [f.source for f in report.files if f.status == "untested"]
     if untested:
         lines += ["", "## Untested", *(f"- `{u}`" for u in untested)]

@@ -21,15 +21,18 @@ LineContexts = dict[str, dict[str, set[int]]]
 BodyLines = Callable[[str, str], set[int] | None]
 
 
-def exercised_by(contexts: LineContexts, repo: Path, body_lines: BodyLines) -> dict[str, list[str]]:
-    """source -> the test files that ran at least one line of its function bodies.
+def body_lines_run(
+    contexts: LineContexts, repo: Path, body_lines: BodyLines
+) -> dict[str, dict[str, int]]:
+    """source -> test file -> how many lines of the source's function bodies it ran (only
+    test files that ran at least one).
 
     Args:
         contexts: per source, the lines each test file executed.
         repo: the project directory the sources are read from.
         body_lines: the toolchain's finder of function-body lines.
     """
-    out: dict[str, list[str]] = {}
+    out: dict[str, dict[str, int]] = {}
     for source, by_test in contexts.items():
         if not by_test:
             continue
@@ -40,7 +43,23 @@ def exercised_by(contexts: LineContexts, repo: Path, body_lines: BodyLines) -> d
         body = body_lines(source, text)
         if body is None:
             continue
-        tests = sorted(test for test, lines in by_test.items() if lines & body)
-        if tests:
-            out[source] = tests
+        runs = {test: len(lines & body) for test, lines in sorted(by_test.items())}
+        if runs := {test: n for test, n in runs.items() if n}:
+            out[source] = runs
     return out
+
+
+def exercised_by(contexts: LineContexts, repo: Path, body_lines: BodyLines) -> dict[str, list[str]]:
+    """source -> the test files that ran at least one line of its function bodies (sorted).
+
+    Args:
+        contexts: per source, the lines each test file executed.
+        repo: the project directory the sources are read from.
+        body_lines: the toolchain's finder of function-body lines.
+    """
+    return tested_by(body_lines_run(contexts, repo, body_lines))
+
+
+def tested_by(runs: dict[str, dict[str, int]]) -> dict[str, list[str]]:
+    """source -> the test files of :func:`body_lines_run`'s counts, sorted."""
+    return {source: sorted(by_test) for source, by_test in runs.items()}

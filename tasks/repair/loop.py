@@ -2,7 +2,8 @@
 
 A plain function over :class:`~tasks.repair.state.GroupState`; the flow runs it as one Prefect task
 per group. ``save`` is called after every step with the step's name, so the state can be archived
-(and a run resumed or studied) at any point.
+(and a run resumed or studied) at any point. Without a model a group is reproduced and ends
+``needs_model`` at the step a model would take (``--resume`` with a model goes on from there).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks.core.config import Settings
+from tasks.core.errors import ConfigError
 from tasks.core.types import TestCaseResult
 from tasks.model.client import ModelClient
 from tasks.repair.cache import ReplyCache
@@ -39,7 +41,8 @@ SaveFn = Callable[[GroupState, str], None]
 class RepairEnv:
     """What every group's loop shares: where the code is, the model, the settings."""
 
-    client: ModelClient
+    #: None when no model is configured: groups are reproduced, then end ``needs_model``.
+    client: ModelClient | None
     settings: Settings
     repo_root: Path
     sub: str
@@ -51,6 +54,13 @@ class RepairEnv:
     all_failures: list[TestCaseResult] = field(default_factory=list)
     #: Past accepted fixes and rejected patches (tasks/repair/knowledge.py).
     knowledge: Knowledge = field(default_factory=Knowledge)
+
+    @property
+    def model(self) -> ModelClient:
+        """The model client (ConfigError without one: the loop never asks then)."""
+        if self.client is None:
+            raise ConfigError(NO_MODEL)
+        return self.client
 
     @property
     def reply_cache(self) -> ReplyCache:
@@ -65,13 +75,13 @@ def now() -> dt.datetime:
 
 def _step(state: GroupState, env: RepairEnv, save: SaveFn) -> None:
     if state.step == "diagnose":
-        state.diagnoses.append(diagnose(env.client, state, env.reply_cache))
+        state.diagnoses.append(diagnose(env.model, state, env.reply_cache))
         state.feedback = ""
         extend_context(env.project, state)
         state.step = route_after_diagnosis(state, env.settings.repair)
         save(state, "diagnose")
     elif state.step == "surgeon":
-        patch = surgeon(env.client, state, env.reply_cache)
+        patch = surgeon(env.model, state, env.reply_cache)
         number = len(state.attempts) + 1
         state.attempts.append(
             Attempt(number=number, diagnosis_index=len(state.diagnoses) - 1, patch=patch)
@@ -109,6 +119,12 @@ def _step(state: GroupState, env: RepairEnv, save: SaveFn) -> None:
 
 
 TOOL_FAILED = "a tool failed"
+NO_MODEL = "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
+#: The reason of a group that ends ``needs_model`` (a resumed run drops it).
+NEEDS_MODEL = (
+    f"{NO_MODEL}; reproduced and grouped, not diagnosed: configure a model and run "
+    "`autopilot repair --resume <run_id>` to go on"
+)
 #: The feedback for a patch a person rejected before for the same signature.
 REJECTED = (
     "a person rejected this exact patch for this failure before; it is not offered again: "
@@ -128,6 +144,11 @@ def run_group(state: GroupState, env: RepairEnv, save: SaveFn) -> GroupState:
             reproduce(state, env)
             if state.step == "human":  # flaky: reported and handed over, never patched
                 save(state, "context")
+                return state
+            if env.client is None:
+                state.outcome = "needs_model"
+                state.reasons.append(NEEDS_MODEL)
+                save(state, "reproduced")
                 return state
             state.context = build_context(env.project, state.group, env.chain)
             state.context.examples = example_text(env.knowledge.examples(state.group))

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from tasks.core.errors import ArchiveError, BadInputError
 from tasks.keep.archive import Archive, RunArchive
-from tasks.repair.loop import TOOL_FAILED
+from tasks.repair.loop import NEEDS_MODEL, TOOL_FAILED
 from tasks.repair.state import GroupState, RepairState
 
 log = logging.getLogger(__name__)
@@ -100,8 +100,8 @@ def reopen(state: RepairState, run_id: str, archive_uri: str) -> RepairState:
 
     Fixed groups are committed again on the new run's branch; a group a tool failure stopped
     (a model or sandbox outage) retries the step that failed, with everything before it kept;
-    a hand-off nobody answered is offered again; a person's decision stands;
-    the rest go on from their last step.
+    a hand-off nobody answered is offered again; a person's decision stands; a group left
+    for want of a model goes on from its reproduction; the rest go on from their last step.
     """
     resumed = state.model_copy(deep=True)
     # The same run resumed after a suspension keeps what it resumed from.
@@ -112,6 +112,9 @@ def reopen(state: RepairState, run_id: str, archive_uri: str) -> RepairState:
             continue
         if g.outcome == "fixed":
             g.commit = None
+        if g.outcome == "needs_model":
+            g.reasons = [r for r in g.reasons if r != NEEDS_MODEL]
+            g.reasons.append(f"resumed from run {state.run_id} after its reproduction")
         if g.failed_step is not None and g.human is None:
             g.step, g.failed_step = g.failed_step, None
             g.handoff_reasons = [r for r in g.handoff_reasons if not r.startswith(TOOL_FAILED)]

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 #: The end of a raw log is sent to the scout: runners print their failure summary last.
 MAX_LOG_CHARS = 40_000
+#: Said of a file that holds no report when no model is configured.
+RAW_LOG_HINT = "; a raw log is read only by a model (none is configured)"
 #: The classname of a case that stands for a test file that does not load.
 LOAD_ERROR_CLASS = "autopilot.load-error"
 _HEADERS = ("ERROR collecting ", "An error occurred while loading ", "ImportError while loading")
@@ -138,42 +140,43 @@ def read_reports(
     when one is configured.
 
     Raises:
-        BadInputError: no file could be used (the first one's error).
+        BadInputError: no file could be used (every file's error, in one line).
     """
     run = parse_reports(reports, repo=repo)
     cases, errors = list(run.cases), []
     for e in run.errors:
         if client is None or not e.not_a_report:
-            errors.append(f"{e.file}: {e.error}")
+            hint = RAW_LOG_HINT if e.not_a_report else ""
+            errors.append(f"{e.file}: {e.error}{hint}")
             continue
         try:
             cases.extend(scout_log(client, Path(e.file), repo))
         except (AutopilotError, OSError) as exc:
             errors.append(f"{e.file}: {e.error}; the scout model could not read it: {exc}")
     if errors and len(errors) == len(reports):
-        raise BadInputError(errors[0])
+        raise BadInputError(no_usable_report(errors))
     return cases, errors
 
 
-def check_reports(reports: list[Path], repo: Path, model_configured: bool) -> None:
-    """Raise the first report's error when none of `reports` can be used (their first case
-    only is read). A file that holds no report counts as usable when a model is configured:
-    the scout model reads raw logs.
+def no_usable_report(errors: list[str]) -> str:
+    """The one line for reports none of which can be used, naming each."""
+    return "no usable report: " + ("; ".join(errors) or "none given")
 
-    Raises:
-        ReportError: every report is unusable.
-    """
-    bad: list[ReportError] = []
+
+def check_reports(reports: list[Path], repo: Path, model_configured: bool) -> list[str]:
+    """One line per report that cannot be used (only its first case is read): missing,
+    unreadable, broken. A file that holds no report counts as usable when a model is
+    configured: the scout model reads raw logs."""
+    bad: list[str] = []
     for report in reports:
         try:
             next(iter_records(report, repo), None)
         except NotAReportError as exc:
             if not model_configured:
-                bad.append(exc)
+                bad.append(f"{exc}{RAW_LOG_HINT}")
         except ReportError as exc:
-            bad.append(exc)
-    if reports and len(bad) == len(reports):
-        raise bad[0]
+            bad.append(str(exc))
+    return bad
 
 
 def failures_from_suite(

@@ -29,7 +29,8 @@ from tasks.core.types import Exchange, TestCaseResult
 from tasks.model.replies import Diagnosis
 
 Verdict = Literal["PASSED", "NEEDS_REVISION", "RISKY"]
-Outcome = Literal["fixed", "partial", "needs_human", "risky", "failed"]
+#: ``needs_model``: reproduced and grouped, but no model was configured to go further.
+Outcome = Literal["fixed", "partial", "needs_human", "needs_model", "risky", "failed"]
 Step = Literal["diagnose", "surgeon", "audit", "done", "human"]
 HumanAction = Literal["approve", "reject", "edit"]
 #: What kind of failure a group is (issue 15): where its cause lies.
@@ -337,6 +338,9 @@ class GroupSummary(_Model):
     patch: str | None
     reasons: list[str]
     commit: str | None
+    reproduction: Reproduction | None = Field(
+        None, description="The failing test files re-run at the base commit (null: not re-run)"
+    )
 
     @classmethod
     def of(cls, state: GroupState) -> GroupSummary:
@@ -353,6 +357,7 @@ class GroupSummary(_Model):
             patch=state.final_patch or (last.patch if last else None),
             reasons=state.reasons + [r for r in state.handoff_reasons if r not in state.reasons],
             commit=state.commit,
+            reproduction=state.reproduction,
         )
 
 
@@ -398,5 +403,6 @@ class RepairSummary(_Model):
         )
 
     def exit_code(self) -> int:
-        """0 when every group was fixed (or nothing failed), 1 otherwise."""
+        """0 when every group was fixed (or nothing failed), 1 otherwise (``needs_model``
+        included: the run is done, the failures are not repaired)."""
         return 0 if all(g.outcome == "fixed" for g in self.groups) else 1

@@ -1,22 +1,17 @@
 """The end of a repair run, as plain functions: every group decided (outcome, category), the
-groups a person must take when no model or environment is there, and the run's markdown
+groups a person must take when the run's environment is not there, and the run's markdown
 summary (the Prefect artifact and the pull request's body)."""
 
 from __future__ import annotations
 
 from tasks.core.types import SuiteProblem
-from tasks.repair.loop import now
-from tasks.repair.state import RepairState, categorize, metrics, partial_outcome
+from tasks.repair.loop import NEEDS_MODEL, now
+from tasks.repair.state import GroupState, RepairState, categorize, metrics, partial_outcome
 
 
-def to_person(state: RepairState, not_ready: str | None) -> None:
-    """Without a model, or without the run's environment or services, every open group goes
-    to a person."""
-    why = (
-        f"the run's environment is not ready: {not_ready}"
-        if not_ready
-        else "no model configured: set MISTRAL_API_KEY or AUTOPILOT_MODEL_URL"
-    )
+def to_person(state: RepairState, not_ready: str) -> None:
+    """Without the run's environment or services, every open group goes to a person."""
+    why = f"the run's environment is not ready: {not_ready}"
     for g in state.groups:
         if g.outcome is None:
             g.handoff_reasons.append(why)
@@ -49,11 +44,26 @@ def summary_markdown(state: RepairState, name: str) -> str:
         f"- mean time to fix: {m.mean_time_to_fix_s}s\n- tokens: {m.tokens}",
         f"- categories: {_pct(m.category_shares)}\n- outcomes: {_pct(m.outcome_shares)}",
     ]
+    if state.report_errors:
+        lines += ["\nReports not used:", *(f"- {e}" for e in state.report_errors)]
     if state.groups:
-        lines.append("\n| group | tests | outcome |\n| --- | --- | --- |")
+        lines.append("\n| group | signature | tests | reproduced | outcome |")
+        lines.append("| --- | --- | --- | --- | --- |")
         for g in state.groups:
-            lines.append(f"| {g.group.id} | {len(g.group.tests)} | {g.outcome} |")
+            sig = g.group.signature.replace("|", "/")
+            lines.append(
+                f"| {g.group.id} | `{sig}` | {len(g.group.tests)} | {reproduced(g)} | {g.outcome} |"
+            )
+    if any(g.outcome == "needs_model" for g in state.groups):
+        lines.append(f"\n{NEEDS_MODEL}")
     return "\n".join(lines) + "\n"
+
+
+def reproduced(state: GroupState) -> str:
+    """Whether the group's failure showed again at the base commit: yes, no, or - (not
+    re-run)."""
+    r = state.reproduction
+    return "-" if r is None else "yes" if r.reproduced else "no"
 
 
 def _pct(shares: dict[str, float]) -> str:

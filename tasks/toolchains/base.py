@@ -34,6 +34,7 @@ from tasks.core.types import (
     SuiteProblem,
     ValidationResult,
 )
+from tasks.facts.evidence import tested_by
 from tasks.toolchains.files import FileRules
 
 if TYPE_CHECKING:
@@ -79,6 +80,11 @@ class SuiteResult(BaseModel):
         description="source -> test files that ran its function bodies (suite runs with "
         "contexts only)",
     )
+    body_lines_run: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="source -> test file -> lines of its function bodies that file ran "
+        "(suite runs with contexts only)",
+    )
     prepared: list[str] = Field(
         default_factory=list,
         description="What was produced in the worktree before the run (generated files, "
@@ -95,6 +101,12 @@ class SuiteResult(BaseModel):
     def ran(self) -> bool:
         """The suite got to its tests (a failing test still counts as a run)."""
         return self.validation.loaded and self.validation.reason is None
+
+    def set_evidence(self, runs: dict[str, dict[str, int]]) -> None:
+        """Record which test file ran how many function-body lines of which source
+        (:func:`tasks.facts.evidence.body_lines_run`), and ``tested_by`` from it."""
+        self.body_lines_run = runs
+        self.tested_by = tested_by(runs)
 
 
 class Toolchain(ABC):

@@ -34,7 +34,7 @@ from typing import Any
 from tasks.core.errors import CoverageError
 from tasks.core.types import CommandResult, FileCoverage
 from tasks.facts.coverage import load_coverage_contexts, parse_coverage
-from tasks.facts.evidence import exercised_by
+from tasks.facts.evidence import body_lines_run
 from tasks.toolchains.base import (
     LINT_TIMEOUT_S,
     CommandRunner,
@@ -282,8 +282,8 @@ def measure(
         suite.files = _coverage(repo, json_out, report)
     if contexts and json_out.is_file():
         try:
-            suite.tested_by = exercised_by(
-                load_coverage_contexts(json_out, repo), repo, chain.body_lines
+            suite.set_evidence(
+                body_lines_run(load_coverage_contexts(json_out, repo), repo, chain.body_lines)
             )
         except CoverageError as exc:
             log.warning("test contexts of %s unusable: %s", repo, exc)

@@ -32,7 +32,7 @@ from tasks.core.types import (
     ValidationResult,
 )
 from tasks.facts.coverage import parse_coverage
-from tasks.facts.evidence import LineContexts, exercised_by
+from tasks.facts.evidence import LineContexts, body_lines_run
 from tasks.facts.stacktrace import locations_from_trace
 from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain, ToolchainError
 from tasks.toolchains.ruby.diagnose import diagnose_rspec
@@ -132,8 +132,8 @@ def run_tests(
         if coverage:
             suite.files = resultset_coverage(repo, run_dir)
         if contexts_out.is_file():
-            suite.tested_by = exercised_by(
-                load_contexts(contexts_out, repo), repo, chain.body_lines
+            suite.set_evidence(
+                body_lines_run(load_contexts(contexts_out, repo), repo, chain.body_lines)
             )
         if target is not None:
             result.coverage = suite.files.get(target)

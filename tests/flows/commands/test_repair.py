@@ -37,9 +37,20 @@ def test_bad_option(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "max_retries" in _one_error_line(capsys)
 
 
-def test_no_model_configured(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(repo, []) == 2
-    assert "no model configured" in _one_error_line(capsys)
+def test_without_a_model_no_usable_report_is_one_line_naming_each(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No model is needed to start a repair; reports none of which can be used still stop it.
+    missing, log = tmp_path / "missing.xml", tmp_path / "build.log"
+    log.write_text("FAILED tests/test_x.py::test_y - AssertionError\n")
+    assert run(repo, [missing, log, "s3:///key"], json_out=True) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    [line] = out.err.strip().splitlines()
+    assert line.startswith("autopilot: error: no usable report: ")
+    assert "s3:///key: no bucket in the URI" in line
+    assert f"{missing}: no such file" in line
+    assert "a raw log is read only by a model" in line
 
 
 def test_no_usable_report(

@@ -203,11 +203,12 @@ def test_audit_cli_json_on_python_package(tmp_path: Path, prefect_harness: None)
     )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
-    # The documented keys, plus (README) suite, prepared, errors, warnings.
+    # The documented keys, plus (README) suite, prepared, errors, warnings, failing_tests.
     assert set(doc) == {
         *("repo", "commit", "toolchain", "summary", "files"),
-        *("suite", "prepared", "errors", "warnings"),
+        *("suite", "prepared", "errors", "warnings", "failing_tests"),
     }
+    assert doc["failing_tests"] == []
     assert doc["suite"] == {"ran": True, "problem": None, "set_aside": {}}
     assert set(doc["summary"]) == {
         "files",
@@ -242,6 +243,7 @@ def test_audit_cli_json_on_python_package(tmp_path: Path, prefect_harness: None)
         "reason",
         "covered_by",
         "tests",
+        "failing_tests",
     }
     assert doc["summary"]["specs_failing"] == 0
     assert doc["summary"]["untested"] == sum(1 for f in doc["files"] if f["status"] == "untested")
