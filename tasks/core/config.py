@@ -16,6 +16,7 @@ from pydantic import (
     AliasChoices,
     BaseModel,
     Field,
+    PrivateAttr,
     SecretStr,
     StringConstraints,
     TypeAdapter,
@@ -236,6 +237,16 @@ class Settings(_Group, BaseSettings):
         "files the project makes at install time and ignores in git); run in the sandbox, "
         "split like a shell would, without a shell",
     )
+    #: The directory :func:`load_settings` read them for (see :attr:`loaded_from`).
+    _loaded_from: Path | None = PrivateAttr(None)
+
+    @property
+    def loaded_from(self) -> Path | None:
+        """The project directory these settings were loaded for (the user's checkout, or the
+        project inside it), against which relative settings were resolved; None when loaded
+        without one. The runs happen in worktrees, which lack what git ignores: a stack may
+        look here for what the user installed (a project's ``node_modules``)."""
+        return self._loaded_from
 
     @property
     def model_configured(self) -> bool:
@@ -309,6 +320,8 @@ def load_settings(repo: Path | None = None, overrides: dict[str, Any] | None = N
         reason = declared_path_problem(path, autopilot_home=str(settings.home))
         if reason:
             raise ConfigError(f"invalid setting sandbox.read_only: {reason}")
+    if repo is not None:
+        settings._loaded_from = Path(os.path.abspath(repo))
     return settings
 
 

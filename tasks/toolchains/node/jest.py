@@ -84,10 +84,10 @@ def compiler_overrides(repo: Path, tools: NodeTools) -> dict[str, object]:
     diagnostics, and Autopilot's type packages and modules when the project has no
     ``node_modules`` of its own."""
     options: dict[str, object] = {"pretty": False}
-    outside = tools.outside(repo)
+    outside = tools.unreachable(repo)
     if tools.project_modules is None or outside is not None:
         # The compiler looks for packages by walking up from each file: it would find neither
-        # ours nor a declared node_modules outside the tree.
+        # ours nor a project node_modules outside the tree that could not be linked in.
         roots = [str(m) for m in (outside, tools.modules) if m is not None]
         options["typeRoots"] = [f"{r}/@types" for r in roots] + [
             str(repo / "node_modules" / "@types")
