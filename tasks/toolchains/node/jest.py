@@ -60,6 +60,27 @@ def project_config(repo: Path) -> str | None:
     return "package.json" if isinstance(package, dict) and "jest" in package else None
 
 
+#: Node options a project's test script may give Jest's process that change what runs:
+#: native ES modules (Jest's ``vm`` modules).
+NODE_FLAGS = ("--experimental-vm-modules",)
+_RUNS_JEST = re.compile(r"\bjest\b")
+
+
+def node_flags(repo: Path) -> list[str]:
+    """The :data:`NODE_FLAGS` the project's scripts start Jest with (``node
+    --experimental-vm-modules node_modules/.bin/jest``, ``NODE_OPTIONS=... jest``): a project
+    of native ES modules runs only with them, as its maintainers run it."""
+    try:
+        package = json.loads((repo / "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    scripts = package.get("scripts") if isinstance(package, dict) else None
+    if not isinstance(scripts, dict):
+        return []
+    texts = [t for t in scripts.values() if isinstance(t, str) and _RUNS_JEST.search(t)]
+    return [flag for flag in NODE_FLAGS if any(flag in t for t in texts)]
+
+
 def _has_babel(repo: Path) -> bool:
     if any((repo / name).is_file() for name in BABEL_CONFIGS):
         return True
@@ -148,6 +169,7 @@ def jest_argv(
     coverage_from: Sequence[str] = (),
     cache_dir: Path | None = None,
     in_band: bool = True,
+    node_options: Sequence[str] = (),
 ) -> list[str]:
     """The command line of one run.
 
@@ -163,8 +185,9 @@ def jest_argv(
         cache_dir: Jest's cache (with the project's configuration).
         in_band: run the test files in Jest's own process (``--runInBand``), else in two
             workers: worker start-up costs more than it saves for a few files on two cores.
+        node_options: options of Jest's Node process (:func:`node_flags`).
     """
-    argv = [tools.node, tools.jest]
+    argv = [tools.node, *node_options, tools.jest]
     if config is not None:
         argv += ["--config", str(config)]
     elif cache_dir is not None:

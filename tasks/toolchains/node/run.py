@@ -24,6 +24,7 @@ from tasks.toolchains.node.jest import (
     default_config,
     jest_argv,
     jest_env,
+    node_flags,
     project_config,
 )
 from tasks.toolchains.node.layout import NodeMapping, map_files
@@ -109,6 +110,7 @@ def run_jest(
             coverage_from=[target] if target else [],
             cache_dir=cache_dir,
             in_band=in_band,
+            node_options=node_flags(repo) if own is not None else (),
         )
         cmd = runner.run(argv, cwd=repo, env=jest_env(tools, run_dir), timeout_s=timeout_s)
         result, load_errors = parse_jest_run(repo, run_dir, cmd)
