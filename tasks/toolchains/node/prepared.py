@@ -7,14 +7,15 @@ options are the project's). The key is their digest and the toolchain: Node's ve
 architecture and module ABI, and npm's version (packages ship prebuilt binaries per platform).
 
 The build copies those files into the environment and runs ``npm ci --ignore-scripts
---no-audit --no-fund --include=dev`` with the environment as npm's prefix (its project root), in the install sandbox (:mod:`tasks.envs.space`:
-only the environment writable, the registries only through the egress proxy, a private HOME
-and npm cache). ``--ignore-scripts``: install scripts (``preinstall``, ``install``,
-``postinstall``, the implicit ``node-gyp rebuild`` of a package with a ``binding.gyp``) are code
-of the packages and the repository; none runs. A package that needs one to work (a native addon
-compiled at install time, a binary downloaded by a postinstall script) fails in the tests that
-load it; such a project names its own install with the ``node_modules`` setting. Packages that
-ship their binaries as per-platform optional dependencies (esbuild, swc) need no script.
+--no-audit --no-fund --include=dev`` with the environment as npm's prefix (its project root),
+in the install sandbox (:mod:`tasks.envs.space`: only the environment writable, the registries
+only through the egress proxy, a private HOME and npm cache). ``--ignore-scripts``: install
+scripts (``preinstall``, ``install``, ``postinstall``, the implicit ``node-gyp rebuild`` of a
+package with a ``binding.gyp``) are code of the packages and the repository; none runs. A
+package that needs one to work (a native addon compiled at install time, a binary downloaded
+by a postinstall script) fails in the tests that load it; such a project names its own install
+with the ``node_modules`` setting. Packages that ship their binaries as per-platform optional
+dependencies (esbuild, swc) need no script.
 
 Not prepared (nothing to build; the checkout's node_modules or Autopilot's tools serve): a
 project without an npm lock (yarn and pnpm locks are not read), npm workspaces (their packages'
