@@ -16,7 +16,12 @@ _LINE = re.compile(r"^npm (?:error|ERR!) (?P<text>.*\S)\s*$", re.MULTILINE)
 _SYNC = re.compile(r"Invalid: lock file's .*|Missing: .* from lock file|can only install .*")
 _NOT_FOUND = re.compile(r"'(?P<spec>[^']+)' (?:could not be found|is not in this registry)")
 _NO_VERSION = re.compile(r"No matching version found for (?P<spec>\S+?)\.?$", re.MULTILINE)
-_ENGINE = re.compile(r"notsup (?:Required|Not compatible|Unsupported platform).*")
+_WHO = re.compile(
+    r"notsup (?:Not compatible with your version of node/npm|Unsupported \w+ for) ?"
+    r":? (?P<pkg>\S+)"
+)
+_NEEDS = re.compile(r"notsup (?:Required|Valid \w+): +(?P<need>.*\S)")
+_HAS = re.compile(r"notsup Actual(?: \w+)?: +(?P<has>.*\S)")
 #: Codes that mean the registry could not be reached (DNS, refused, reset, timed out).
 _NETWORK = frozenset(
     {
@@ -66,8 +71,12 @@ def npm_rules(text: str, network: bool) -> tuple[Cause, str] | None:
         where = "the network was not allowed" if not network else "npm ran offline"
         return "no_registry_access", one(f"no registry access ({where}): {_first(lines)}")
     if code in ("EBADENGINE", "EBADPLATFORM"):
-        need = next((m.group(0) for m in _ENGINE.finditer(text)), _first(lines))
-        return "toolchain_mismatch", one(f"{code}: {need.removeprefix('notsup ')}")
+        who, need, has = _WHO.search(text), _NEEDS.search(text), _HAS.search(text)
+        if need is None:
+            return "toolchain_mismatch", one(f"{code}: {_first(lines).removeprefix('notsup ')}")
+        what = who.group("pkg") if who else "a package"
+        machine = f", this machine has {has.group('has')}" if has else ""
+        return "toolchain_mismatch", one(f"{code}: {what} requires {need.group('need')}{machine}")
     if code in ("E401", "E403", "ENEEDAUTH"):
         return "no_registry_access", one(
             f"the registry refused the install ({code}): {_first(lines, '401', '403')}; a "

@@ -30,6 +30,7 @@ their own link.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -99,11 +100,17 @@ def choose_modules(
     if checkout is not None and not _same(checkout, root) and (checkout / NAME).is_dir():
         found.append((Path(os.path.abspath(checkout / NAME)), "checkout"))
     if own.is_dir():
-        # The tree's own, or the link an earlier run in this tree made.
-        for path, source in found:
-            if _same(path, own):
-                return ProjectModules(path, source, True)
-        if declared is None:
+        # The tree's own, or the link an earlier run in this tree made: to the first choice
+        # (kept), or to one that now comes later (a toolchain made before the run's prepared
+        # environment was known linked the checkout's): linked again.
+        ours = [i for i, (path, _) in enumerate(found) if _same(path, own)]
+        if ours and (ours[0] == 0 or not own.is_symlink()):
+            path, source = found[ours[0]]
+            return ProjectModules(path, source, True)
+        if ours:
+            with contextlib.suppress(FileNotFoundError):  # another job of the run did it
+                own.unlink()
+        elif declared is None:
             return ProjectModules(own, "tree", True)
     if not found:
         return None
@@ -121,6 +128,8 @@ def _link(own: Path, target: Path, checkout: Path | None) -> bool:
         return False
     try:
         own.symlink_to(target, target_is_directory=True)
+    except FileExistsError:
+        return _same(own, target)  # another job of the same run linked it first
     except OSError as exc:
         log.warning("cannot link %s to %s: %s", own, target, exc)
         return False
