@@ -66,19 +66,29 @@ NODE_FLAGS = ("--experimental-vm-modules",)
 _RUNS_JEST = re.compile(r"\bjest\b")
 
 
+MAKEFILES = ("GNUmakefile", "makefile", "Makefile")
+
+
 def node_flags(repo: Path) -> list[str]:
     """The :data:`NODE_FLAGS` the project's scripts start Jest with (``node
-    --experimental-vm-modules node_modules/.bin/jest``, ``NODE_OPTIONS=... jest``): a project
-    of native ES modules runs only with them, as its maintainers run it."""
+    --experimental-vm-modules node_modules/.bin/jest``, ``NODE_OPTIONS=... jest``), in its
+    ``package.json`` scripts or its Makefile's recipes: a project of native ES modules runs
+    only with them, as its maintainers run it."""
+    texts: list[str] = []
     try:
         package = json.loads((repo / "package.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return []
+        package = None
     scripts = package.get("scripts") if isinstance(package, dict) else None
-    if not isinstance(scripts, dict):
-        return []
-    texts = [t for t in scripts.values() if isinstance(t, str) and _RUNS_JEST.search(t)]
-    return [flag for flag in NODE_FLAGS if any(flag in t for t in texts)]
+    if isinstance(scripts, dict):
+        texts += [t for t in scripts.values() if isinstance(t, str)]
+    for name in MAKEFILES:
+        try:
+            texts += (repo / name).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+    jest = [t for t in texts if _RUNS_JEST.search(t)]
+    return [flag for flag in NODE_FLAGS if any(flag in t for t in jest)]
 
 
 def _has_babel(repo: Path) -> bool:

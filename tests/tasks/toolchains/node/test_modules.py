@@ -12,6 +12,7 @@ import pytest
 
 from tasks.core.config import load_settings
 from tasks.toolchains.node.jest import compiler_overrides, node_flags
+from tasks.toolchains.node.lint import eslint_argv
 from tasks.toolchains.node.modules import choose_modules
 from tasks.toolchains.node.toolchain import NodeJestToolchain
 from tasks.toolchains.node.tools import resolve_tools
@@ -160,3 +161,35 @@ def test_node_options_of_the_projects_jest_script(
 ) -> None:
     (tmp_path / "package.json").write_text(json.dumps({"name": "p", "scripts": scripts}))
     assert node_flags(tmp_path) == (["--experimental-vm-modules"] if flags else [])
+
+
+def test_node_options_of_the_makefiles_jest_recipe(tmp_path: Path) -> None:
+    (tmp_path / "package.json").write_text('{"scripts": {"test": "npx jest"}}')
+    (tmp_path / "Makefile").write_text(
+        "lint:\n\tnode --experimental-vm-modules lint.js\n"
+        "test:\n\tNODE_OPTIONS=--experimental-vm-modules npx jest\n"
+    )
+    assert node_flags(tmp_path) == ["--experimental-vm-modules"]
+    (tmp_path / "Makefile").write_text("lint:\n\tnode --experimental-vm-modules lint.js\n")
+    assert node_flags(tmp_path) == []
+
+
+def test_the_projects_eslint_runs_only_its_own_configuration(places: dict[str, Path]) -> None:
+    wt = places["worktree"]
+    _modules(places["env"], "eslint")
+    tools = resolve_tools(wt, environment=places["env"])
+    ours = str(tools.modules / "eslint" / "bin" / "eslint.js")
+    theirs = str(places["env"] / "eslint" / "bin" / "eslint.js")
+    # No configuration of the project's: Autopilot's ESLint 9 with its default (an older
+    # ESLint of the project could not read it).
+    argv = eslint_argv(wt, tools, ["a.test.js"], False)
+    assert argv[1] == ours and "--config" in argv and "--no-warn-ignored" in argv
+    # A legacy configuration: the project's ESLint, without the flat-only option (ESLint 8
+    # and older refuse it).
+    (wt / ".eslintrc.json").write_text("{}\n")
+    argv = eslint_argv(wt, tools, ["a.test.js"], False)
+    assert argv[1] == theirs and "--config" not in argv and "--no-warn-ignored" not in argv
+    (wt / ".eslintrc.json").unlink()
+    (wt / "eslint.config.mjs").write_text("export default [];\n")
+    argv = eslint_argv(wt, tools, ["a.test.js"], False)
+    assert argv[1] == theirs and "--no-warn-ignored" in argv

@@ -7,4 +7,6 @@ describe("Queue", () => {
     queue.enqueue("b");
     expect(queue.dequeue()).toBe("a");
   });
+
+  it.todo("refuses to dequeue when empty");
 });
