@@ -227,9 +227,11 @@ class Settings(_Group, BaseSettings):
     )
     node_modules: str | None = Field(
         None,
-        description="The node_modules a JavaScript/TypeScript project's tests run with (its "
-        "Jest, ts-jest, types and dependencies), relative to the repository; default: the "
-        "tree's own node_modules when it has one, else Autopilot's tools",
+        description="Your own node_modules for a JavaScript/TypeScript project's tests (its "
+        "Jest, ts-jest, types and dependencies), relative to the repository, used instead of "
+        "a prepared one and linked into the worktree; default: the tree's own, else the "
+        "prepared environment of the project's npm lock, else the checkout's, else "
+        "Autopilot's tools",
     )
     prepare: list[str] = Field(
         default_factory=list,
