@@ -38,3 +38,18 @@ def py_words(tmp: Path) -> Path:
     project = tmp / "py_words"
     shutil.copytree(DATA / "py_words", project)
     return project
+
+
+NODE_DATA = Path(__file__).resolve().parent / "data" / "node"
+
+
+def node_project(name: str, dest: Path) -> Path:
+    """The Node project `name` of tests/data/node (``ts_shape``, ``esm_js``, ``cjs_js``) as a
+    committed git repository at `dest`, without node_modules (as a clean clone has none)."""
+    from tests.examples_repo import git
+
+    shutil.copytree(NODE_DATA / name, dest)
+    git(dest, "init", "-q", "-b", "main")
+    git(dest, "add", "-A")
+    git(dest, "commit", "-qm", f"project {name}")
+    return dest.resolve()

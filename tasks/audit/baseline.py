@@ -89,13 +89,14 @@ def run_baseline(
     load_errors = dict(suite.load_errors)
     if broken:
         suite = chain.run_suite(project, runner, exclude=sorted(broken), contexts=contexts)
-        prepared += suite.prepared
+        prepared += [note for note in suite.prepared if note not in prepared]
         load_errors |= suite.load_errors
     suite.broken, suite.prepared, suite.load_errors = broken, prepared, load_errors
     specs = list_specs(project, chain.name)
     v = suite.validation
-    if broken and v.loaded and not v.examples and set(specs) <= set(broken):
-        # Every test file was set aside: nothing ran, for the reason the first run gave.
+    if broken and not v.examples and set(specs) <= set(broken):
+        # Every test file was set aside: nothing ran, for the reason the first run gave (not
+        # the re-run's, which only says it found no test: Jest's "No tests found").
         _not_run(v, _every_file(chain, first.problem), first.load_error)
     elif v.loaded and v.reason is None and not v.examples and specs:
         _not_run(

@@ -19,6 +19,7 @@ from pydantic import (
     AliasChoices,
     BaseModel,
     Field,
+    PrivateAttr,
     SecretStr,
     StringConstraints,
     TypeAdapter,
@@ -238,9 +239,11 @@ class Settings(_Group, BaseSettings):
     )
     node_modules: str | None = Field(
         None,
-        description="The node_modules a JavaScript/TypeScript project's tests run with (its "
-        "Jest, ts-jest, types and dependencies), relative to the repository; default: the "
-        "tree's own node_modules when it has one, else Autopilot's tools",
+        description="Your own node_modules for a JavaScript/TypeScript project's tests (its "
+        "Jest, ts-jest, types and dependencies), relative to the repository, used instead of "
+        "a prepared one and linked into the worktree; default: the tree's own, else the "
+        "prepared environment of the project's npm lock, else the checkout's, else "
+        "Autopilot's tools",
     )
     prepare: list[str] = Field(
         default_factory=list,
@@ -248,6 +251,16 @@ class Settings(_Group, BaseSettings):
         "files the project makes at install time and ignores in git); run in the sandbox, "
         "split like a shell would, without a shell",
     )
+    #: The directory :func:`load_settings` read them for (see :attr:`loaded_from`).
+    _loaded_from: Path | None = PrivateAttr(None)
+
+    @property
+    def loaded_from(self) -> Path | None:
+        """The project directory these settings were loaded for (the user's checkout, or the
+        project inside it), against which relative settings were resolved; None when loaded
+        without one. The runs happen in worktrees, which lack what git ignores: a stack may
+        look here for what the user installed (a project's ``node_modules``)."""
+        return self._loaded_from
 
     @property
     def model_configured(self) -> bool:
@@ -346,6 +359,8 @@ def load_settings_report(
         reason = declared_path_problem(path, autopilot_home=str(settings.home))
         if reason:
             raise ConfigError(f"invalid setting sandbox.read_only: {reason}")
+    if repo is not None:
+        settings._loaded_from = Path(os.path.abspath(repo))
     _register_secrets(settings)
     return LoadedSettings(settings, *screened)
 

@@ -21,6 +21,8 @@ class PreparedLike(Protocol):
     """A prepared environment as a toolchain sees it (``tasks.envs.PreparedEnv``)."""
 
     stack: str
+    #: The environment's directory (a stack without an interpreter finds its packages there).
+    path: str
     interpreter: str | None
 
 

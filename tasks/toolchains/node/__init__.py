@@ -4,6 +4,10 @@ Plain functions and classes, one module per concern:
 
 - :mod:`~tasks.toolchains.node.tools`: node and the tools ``make setup`` installs (or the
   project's own ``node_modules``), and what the sandbox must show;
+- :mod:`~tasks.toolchains.node.modules`: which ``node_modules`` a run uses (the setting, the
+  tree's, the prepared environment's, the checkout's) and its link into the run's tree;
+- :mod:`~tasks.toolchains.node.prepared` and :mod:`~tasks.toolchains.node.install_errors`: the
+  prepared environment (``npm ci --ignore-scripts`` of the project's lock) and npm's failures;
 - :mod:`~tasks.toolchains.node.layout`: sources, tests, the mapping, kinds, new test paths;
 - :mod:`~tasks.toolchains.node.jest` and :mod:`~tasks.toolchains.node.run`: the Jest command
   (coverage, jest-junit) run through a command runner; :mod:`~tasks.toolchains.node.results`
@@ -18,5 +22,6 @@ Plain functions and classes, one module per concern:
 - :mod:`~tasks.toolchains.node.toolchain`: the stack as a ``Toolchain``, registered as
   ``node-jest`` in ``tasks/toolchains/registry.py``.
 
-May import: tasks.core, tasks.facts, tasks.keep, tasks.toolchains (never another stack).
+May import: tasks.core, tasks.facts, tasks.keep, tasks.envs (its prepared environment),
+tasks.toolchains (never another stack).
 """

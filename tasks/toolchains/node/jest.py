@@ -60,6 +60,37 @@ def project_config(repo: Path) -> str | None:
     return "package.json" if isinstance(package, dict) and "jest" in package else None
 
 
+#: Node options a project's test script may give Jest's process that change what runs:
+#: native ES modules (Jest's ``vm`` modules).
+NODE_FLAGS = ("--experimental-vm-modules",)
+_RUNS_JEST = re.compile(r"\bjest\b")
+
+
+MAKEFILES = ("GNUmakefile", "makefile", "Makefile")
+
+
+def node_flags(repo: Path) -> list[str]:
+    """The :data:`NODE_FLAGS` the project's scripts start Jest with (``node
+    --experimental-vm-modules node_modules/.bin/jest``, ``NODE_OPTIONS=... jest``), in its
+    ``package.json`` scripts or its Makefile's recipes: a project of native ES modules runs
+    only with them, as its maintainers run it."""
+    texts: list[str] = []
+    try:
+        package = json.loads((repo / "package.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        package = None
+    scripts = package.get("scripts") if isinstance(package, dict) else None
+    if isinstance(scripts, dict):
+        texts += [t for t in scripts.values() if isinstance(t, str)]
+    for name in MAKEFILES:
+        try:
+            texts += (repo / name).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+    jest = [t for t in texts if _RUNS_JEST.search(t)]
+    return [flag for flag in NODE_FLAGS if any(flag in t for t in jest)]
+
+
 def _has_babel(repo: Path) -> bool:
     if any((repo / name).is_file() for name in BABEL_CONFIGS):
         return True
@@ -84,10 +115,10 @@ def compiler_overrides(repo: Path, tools: NodeTools) -> dict[str, object]:
     diagnostics, and Autopilot's type packages and modules when the project has no
     ``node_modules`` of its own."""
     options: dict[str, object] = {"pretty": False}
-    outside = tools.outside(repo)
+    outside = tools.unreachable(repo)
     if tools.project_modules is None or outside is not None:
         # The compiler looks for packages by walking up from each file: it would find neither
-        # ours nor a declared node_modules outside the tree.
+        # ours nor a project node_modules outside the tree that could not be linked in.
         roots = [str(m) for m in (outside, tools.modules) if m is not None]
         options["typeRoots"] = [f"{r}/@types" for r in roots] + [
             str(repo / "node_modules" / "@types")
@@ -148,6 +179,7 @@ def jest_argv(
     coverage_from: Sequence[str] = (),
     cache_dir: Path | None = None,
     in_band: bool = True,
+    node_options: Sequence[str] = (),
 ) -> list[str]:
     """The command line of one run.
 
@@ -163,8 +195,9 @@ def jest_argv(
         cache_dir: Jest's cache (with the project's configuration).
         in_band: run the test files in Jest's own process (``--runInBand``), else in two
             workers: worker start-up costs more than it saves for a few files on two cores.
+        node_options: options of Jest's Node process (:func:`node_flags`).
     """
-    argv = [tools.node, tools.jest]
+    argv = [tools.node, *node_options, tools.jest]
     if config is not None:
         argv += ["--config", str(config)]
     elif cache_dir is not None:

@@ -1,10 +1,12 @@
 """ESLint for test files: the project's configuration when it has one, else Autopilot's small
 default (``toolchains/node/eslint.config.mjs``); ``--fix`` when asked; errors only.
 
-The project's ESLint (from its ``node_modules``) runs when it has one, else Autopilot's ESLint 9.
-A legacy ``.eslintrc*`` configuration runs with ``ESLINT_USE_FLAT_CONFIG=false``. Warnings are
-not offences (a project marks as warnings what it does not block on); errors and files that do
-not parse are.
+The project's ESLint (from its ``node_modules``) runs its configuration when it has both, else
+Autopilot's ESLint 9 (the default configuration is written for it: an older ESLint of the
+project cannot read it). A legacy ``.eslintrc*`` configuration runs with
+``ESLINT_USE_FLAT_CONFIG=false`` and without the flat-only ``--no-warn-ignored`` (ESLint 8 and
+older refuse it). Warnings are not offences (a project marks as warnings what it does not block
+on); errors and files that do not parse are.
 """
 
 from __future__ import annotations
@@ -42,8 +44,14 @@ def project_eslint_config(repo: Path) -> tuple[str, bool] | None:
 
 def eslint_argv(repo: Path, tools: NodeTools, files: list[str], autocorrect: bool) -> list[str]:
     """The ESLint command line for `files` (see the module docstring)."""
-    argv = [tools.node, tools.eslint, "--format", "json", "--no-warn-ignored"]
-    if project_eslint_config(repo) is None:
+    found = project_eslint_config(repo)
+    program = (
+        tools.eslint if found is not None else str(tools.modules / "eslint" / "bin" / "eslint.js")
+    )
+    argv = [tools.node, program, "--format", "json"]
+    if found is None or not found[1]:
+        argv.append("--no-warn-ignored")  # flat configurations only
+    if found is None:
         argv += ["--config", tools.default_eslint_config]
     if autocorrect:
         argv.append("--fix")

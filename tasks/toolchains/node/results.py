@@ -80,17 +80,21 @@ def suite_errors(data: dict[str, Any], repo: Path) -> dict[str, str]:
     return errors
 
 
-def _locations(data: dict[str, Any], repo: Path) -> dict[tuple[str, str], int]:
-    """(file, full name) -> line of each test, from ``--testLocationInResults``."""
-    found: dict[tuple[str, str], int] = {}
+def _json_cases(data: dict[str, Any], repo: Path) -> dict[tuple[str, str], tuple[int | None, str]]:
+    """(file, full name) -> the line of each test (``--testLocationInResults``) and Jest's own
+    status of it."""
+    found: dict[tuple[str, str], tuple[int | None, str]] = {}
     for suite in data.get("testResults") or []:
         if not isinstance(suite, dict):
             continue
         file = relative_path(str(suite.get("name", "")), repo)
         for case in suite.get("assertionResults") or []:
-            loc = case.get("location") if isinstance(case, dict) else None
-            if isinstance(loc, dict) and isinstance(loc.get("line"), int):
-                found[(file, str(case.get("fullName", "")).strip())] = loc["line"]
+            if not isinstance(case, dict):
+                continue
+            loc = case.get("location")
+            line = loc.get("line") if isinstance(loc, dict) else None
+            key = (file, str(case.get("fullName", "")).strip())
+            found[key] = (line if isinstance(line, int) else None, str(case.get("status")))
     return found
 
 
@@ -137,7 +141,7 @@ def examples(junit: Path, data: dict[str, Any] | None, repo: Path) -> list[TestC
         cases = parse_report(junit, repo)
     except ReportError:
         return _from_json(data, repo) if data is not None else []
-    lines = _locations(data, repo) if data is not None else {}
+    known = _json_cases(data, repo) if data is not None else {}
     kept: list[TestCaseResult] = []
     for case in cases:
         if case.classname == SUITE_ERROR:
@@ -145,8 +149,12 @@ def examples(junit: Path, data: dict[str, Any] | None, repo: Path) -> list[TestC
         update: dict[str, Any] = {
             "locations": [loc for loc in case.locations if not loc.path.startswith("/")]
         }
+        line, status = known.get((case.file or "", case.name.strip()), (None, ""))
         if case.line is None and case.file is not None:
-            update["line"] = lines.get((case.file, case.name.strip()))
+            update["line"] = line
+        if case.status == "passed" and _JSON_STATUS.get(status) == "skipped":
+            # jest-junit writes a test.todo as a case with no result (a pass): Jest says todo.
+            update["status"] = "skipped"
         if case.message:
             update["message"] = strip_ansi(case.message)
         if case.trace:

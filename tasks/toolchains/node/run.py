@@ -24,6 +24,7 @@ from tasks.toolchains.node.jest import (
     default_config,
     jest_argv,
     jest_env,
+    node_flags,
     project_config,
 )
 from tasks.toolchains.node.layout import NodeMapping, map_files
@@ -94,7 +95,7 @@ def run_jest(
     run_dir = scratch_dir(repo)
     cache_dir = scratch_base(repo) / "jest-cache"
     try:
-        own = project_config(repo)
+        own = project_setup(repo, tools)
         measured, in_band = _plan(repo, specs, target, sources)
         config_file: Path | None = None
         if own is None:
@@ -109,6 +110,7 @@ def run_jest(
             coverage_from=[target] if target else [],
             cache_dir=cache_dir,
             in_band=in_band,
+            node_options=node_flags(repo) if own is not None else (),
         )
         cmd = runner.run(argv, cwd=repo, env=jest_env(tools, run_dir), timeout_s=timeout_s)
         result, load_errors = parse_jest_run(repo, run_dir, cmd)
@@ -116,7 +118,7 @@ def run_jest(
         result.target = target
         suite = SuiteResult(validation=result, load_errors=load_errors)
         if own is not None:
-            suite.prepared.append(f"jest configuration: the project's {own}")
+            suite.prepared.append(f"jest configuration: {own}")
         if coverage:
             suite.files = _coverage(repo, run_dir / "coverage" / "coverage-final.json")
         if target is not None:
@@ -126,6 +128,24 @@ def run_jest(
         return suite
     finally:
         remove_scratch(run_dir)
+
+
+def project_setup(repo: Path, tools: NodeTools) -> str | None:
+    """How the project itself runs Jest, or None when Autopilot's generated configuration must
+    (no configuration and no Jest of its own): the project's configuration file, else Jest's
+    defaults when its node_modules holds Jest (what ``npx jest`` does there: babel-jest, Jest's
+    own ``testMatch``, an older Jest's API that Autopilot's ts-jest would not fit)."""
+    own = project_config(repo)
+    if own is not None:
+        return f"the project's {own}"
+    if not tools.own("jest"):
+        return None
+    version = _read_text(tools.package("jest") / "package.json") or "{}"
+    try:
+        found = json.loads(version).get("version", "?")
+    except ValueError:
+        found = "?"
+    return f"Jest's defaults (the project's Jest {found}, no configuration of its own)"
 
 
 def _plan(

@@ -1,5 +1,6 @@
 """The node-jest toolchain: Jest (ts-jest, jest-junit, istanbul JSON coverage) and ESLint, with
-the project's own ``node_modules`` (the ``node_modules`` setting) or Autopilot's tools.
+the project's own ``node_modules`` (the setting, the tree's, the prepared environment's or the
+checkout's: ``modules``) or Autopilot's tools.
 
 The class answers the interface; the work is in the folder's modules: ``tools`` (node, the
 tools ``make setup`` installs, the project's node_modules, what the sandbox shows), ``layout``
@@ -7,12 +8,14 @@ and ``files`` (sources, kinds, tests, support, where a test goes), ``jest`` and 
 Jest command and its run), ``results`` and ``coverage`` (what it wrote), ``diagnose`` (why a
 test file did not load), ``lint`` (ESLint), ``rubric`` (the static rubric on tree-sitter),
 ``context`` (imports, set-up files, versions), ``syntax`` (checks, function bodies, mutations),
-``patches`` (the repair's syntax check of changed files).
+``patches`` (the repair's syntax check of changed files), ``prepared`` (the environment
+``npm ci`` builds from the project's lock).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,11 +31,13 @@ from tasks.toolchains.node.layout import NodeKind, is_code, is_test_file
 from tasks.toolchains.node.lint import FLAT_CONFIGS, LEGACY_CONFIGS
 from tasks.toolchains.node.lint import lint as eslint
 from tasks.toolchains.node.patches import MANIFESTS, TEST_CONFIG_GLOBS, TSCHECK
+from tasks.toolchains.node.prepared import NodeEnvBuilder
 from tasks.toolchains.node.run import not_started, run_jest
 from tasks.toolchains.node.tools import NodeTools, default_tools_dir, find_node, resolve_tools
 
 if TYPE_CHECKING:
     from tasks.core.config import Settings
+    from tasks.core.run_context import PreparedLike
 
 
 class NodeJestToolchain(Toolchain):
@@ -71,17 +76,44 @@ class NodeJestToolchain(Toolchain):
         prepare: tuple[str, ...] | list[str] = (),
         home: Path | None = None,
         tools_home: Path | None = None,
+        checkout: Path | None = None,
+        environment: Path | None = None,
     ) -> None:
-        """`node_modules`: the project's (relative to the repository, or absolute as the
-        settings resolve it; None: ``node_modules`` when the tree has one); `tools_home`:
-        Autopilot's tool install (None: the default, see :mod:`.tools`)."""
+        """`node_modules`: the setting (relative to the repository, or absolute as the
+        settings resolve it); `tools_home`: Autopilot's tool install (None: the default, see
+        :mod:`.tools`); `checkout`: the directory the settings were loaded for (its
+        node_modules serves a project with nothing to prepare); `environment`: the prepared
+        environment's node_modules. Which one a run uses: :mod:`.modules`."""
         super().__init__(prepare=prepare, home=home)
         self.node_modules = node_modules
         self.tools_home = tools_home
+        self.checkout = checkout
+        self.environment = environment
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Toolchain:
-        return cls(node_modules=settings.node_modules, prepare=settings.prepare, home=settings.home)
+        return cls(
+            node_modules=settings.node_modules,
+            prepare=settings.prepare,
+            home=settings.home,
+            checkout=settings.loaded_from,
+        )
+
+    def env_builder(self) -> NodeEnvBuilder | None:
+        """``npm ci`` of the project's lock into a prepared environment; none when the
+        ``node_modules`` setting names the user's own install."""
+        return NodeEnvBuilder() if self.node_modules is None else None
+
+    def using_env(self, env: PreparedLike) -> Toolchain:
+        if self.node_modules is not None:
+            return self
+        return type(self)(
+            prepare=self.prepare,
+            home=self.home,
+            tools_home=self.tools_home,
+            checkout=self.checkout,
+            environment=Path(env.path) / "node_modules",
+        )
 
     @classmethod
     def detect(cls, repo: Path) -> bool:
@@ -101,19 +133,28 @@ class NodeJestToolchain(Toolchain):
         return self.tools_home or default_tools_dir(self.home)
 
     def tools(self, repo: Path) -> NodeTools:
-        """The tools of a run in `repo` (raises ToolchainError when they are missing)."""
-        return resolve_tools(repo, declared=self.node_modules, home=self.tools_dir())
+        """The tools of a run in `repo`, the project's node_modules linked into it when the
+        tree does not hold it (raises ToolchainError when they are missing)."""
+        return resolve_tools(
+            repo,
+            declared=self.node_modules,
+            home=self.tools_dir(),
+            environment=self.environment,
+            checkout=self.checkout,
+        )
 
     def sandbox_dirs(self, repo: Path) -> list[str]:
-        """Autopilot's tools, a declared node_modules outside the tree, and the stack's
-        resources ([] of the tools when they are missing: the run then reports why)."""
+        """Autopilot's tools, the project's node_modules when it lies outside the tree (and
+        where it really is), and the stack's resources ([] of the tools when they are
+        missing: the run then reports why)."""
         dirs = [str(self.resource(TSCHECK).parent)]
         try:
             tools = self.tools(repo)
         except ToolchainError:
             return dirs
         outside = tools.outside(repo)
-        return [*tools.sandbox_dirs(), *([str(outside)] if outside else []), *dirs]
+        shown = [str(outside), os.path.realpath(outside)] if outside else []
+        return [*tools.sandbox_dirs(), *dict.fromkeys(shown), *dirs]
 
     def run_tests(
         self,
@@ -149,7 +190,8 @@ class NodeJestToolchain(Toolchain):
             exclude=exclude,
             coverage=coverage,
         )
-        suite.prepared = [*prepared, *suite.prepared]
+        modules = _modules_note(tools)
+        suite.prepared = [*prepared, *modules, *suite.prepared]
         return suite
 
     def load_error_files(self, text: str) -> list[str]:
@@ -206,4 +248,12 @@ class NodeJestToolchain(Toolchain):
         digest = hashlib.sha256(super().config_digest(repo).encode())
         digest.update(b"\0lock\0" + data)
         digest.update(f"\0node_modules\0{self.node_modules or '(default)'}".encode())
+        # Another prepared environment is another lock; the checkout's is named by its place.
+        digest.update(f"\0env\0{self.environment}\0checkout\0{self.checkout}".encode())
         return digest.hexdigest()
+
+
+def _modules_note(tools: NodeTools) -> list[str]:
+    """The run's note on the project's node_modules when it is not the tree's own."""
+    chosen = tools.chosen
+    return [chosen.describe()] if chosen is not None and chosen.source != "tree" else []

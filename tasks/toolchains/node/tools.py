@@ -9,10 +9,10 @@ carries the same ``package.json``/lock as resources and installs them under
 ``AUTOPILOT_NODE_TOOLS`` names another directory holding the same install. The sandbox shows
 that directory read-only; nothing is ever installed during a run.
 
-A project's own ``node_modules`` wins when it has one: the declared ``node_modules`` (a path
-relative to the repository, like the ``python`` setting), else ``<repo>/node_modules`` when it
-exists. Its Jest, ts-jest, TypeScript and ESLint are used when present; ours fill the gaps
-(jest-junit is always ours: the project need not have it).
+A project's own ``node_modules`` wins when it has one (the setting, the tree's own, the
+prepared environment, the checkout's: :mod:`tasks.toolchains.node.modules` says which, and
+links it into the tree). Its Jest, ts-jest, TypeScript and ESLint are used when present; ours
+fill the gaps (jest-junit is always ours: the project need not have it).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tasks.toolchains.base import ToolchainError
+from tasks.toolchains.node.modules import ProjectModules, choose_modules
 
 #: The environment variable naming another install of the toolchain directory.
 TOOLS_ENV = "AUTOPILOT_NODE_TOOLS"
@@ -73,10 +74,10 @@ def find_node() -> str:
 
 
 def declared_modules(repo: Path, declared: str | None) -> Path | None:
-    """The project's ``node_modules``: the declared one, else ``<repo>/node_modules`` when it
-    is a directory, else None. A relative declaration is taken from the repository (never
-    outside it); an absolute one is the setting resolved against the user's checkout (the
-    worktrees runs happen in hold no ignored ``node_modules``), shown read-only to the runs.
+    """The declared ``node_modules`` (None when there is none). A relative declaration is
+    taken from the repository (never outside it); an absolute one is the setting resolved
+    against the user's checkout (the worktrees runs happen in hold no ignored
+    ``node_modules``), shown read-only to the runs.
 
     Raises:
         ToolchainError: the declared path leaves the repository or does not exist.
@@ -95,8 +96,7 @@ def declared_modules(repo: Path, declared: str | None) -> Path | None:
         if not path.is_relative_to(root) or not path.is_dir():
             raise ToolchainError(f"node_modules {declared!r}: no such directory in {root}")
         return path
-    found = root / "node_modules"
-    return found if found.is_dir() else None
+    return None
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,20 @@ class NodeTools:
     #: Autopilot's ``toolchains/node`` directory (holds ``node_modules`` and the default
     #: ESLint configuration).
     home: Path
-    #: The project's own ``node_modules``, or None.
-    project_modules: Path | None = None
+    #: The project's own ``node_modules``: where it is, where it came from, whether the tree
+    #: reaches it (None: Autopilot's tools only).
+    chosen: ProjectModules | None = None
+
+    @property
+    def project_modules(self) -> Path | None:
+        """The project's own ``node_modules`` (where its packages are), or None."""
+        return self.chosen.path if self.chosen is not None else None
+
+    @property
+    def reachable(self) -> bool:
+        """Whether the tree reaches :attr:`project_modules` as its ``node_modules`` (its own,
+        or linked there): walking up from a file finds the packages."""
+        return self.chosen is None or self.chosen.reachable
 
     @property
     def modules(self) -> Path:
@@ -166,6 +178,12 @@ class NodeTools:
             return None
         return modules
 
+    def unreachable(self, repo: Path) -> Path | None:
+        """The project's node_modules when the tree's files cannot find it by walking up
+        (outside `repo` and not linked in): only ``NODE_PATH`` and the compiler's options
+        the generated configuration sets lead to it."""
+        return None if self.reachable else self.outside(repo)
+
     def node_path(self) -> str:
         """``NODE_PATH``: the project's declared node_modules (which may lie outside the tree,
         where walking up from a file never finds it), then Autopilot's."""
@@ -175,9 +193,22 @@ class NodeTools:
 
 
 def resolve_tools(
-    repo: Path, *, declared: str | None = None, home: Path | None = None
+    repo: Path,
+    *,
+    declared: str | None = None,
+    home: Path | None = None,
+    environment: Path | None = None,
+    checkout: Path | None = None,
 ) -> NodeTools:
-    """The tools of a run in `repo`.
+    """The tools of a run in `repo`, the project's node_modules linked into it when the tree
+    does not hold it (:func:`tasks.toolchains.node.modules.choose_modules`).
+
+    Args:
+        repo: the tree the run happens in.
+        declared: the ``node_modules`` setting.
+        home: Autopilot's tool install (default: :func:`default_tools_dir`).
+        environment: the prepared environment's ``node_modules``.
+        checkout: the directory the settings were loaded for (the user's checkout).
 
     Raises:
         ToolchainError: node is missing, Autopilot's install is missing or partial (run
@@ -190,4 +221,11 @@ def resolve_tools(
             f"the node toolchain in {home} lacks {', '.join(missing)}: run `make setup` in a "
             "checkout, or `python -m tasks.toolchains.node.install` for an installed Autopilot"
         )
-    return NodeTools(node=find_node(), home=home, project_modules=declared_modules(repo, declared))
+    node = find_node()
+    chosen = choose_modules(
+        repo,
+        declared=declared_modules(repo, declared),
+        environment=environment,
+        checkout=checkout,
+    )
+    return NodeTools(node=node, home=home, chosen=chosen)

@@ -1,0 +1,4 @@
+module.exports = {
+  testEnvironment: "node",
+  testMatch: ["<rootDir>/test/**/*.spec.js"],
+};
