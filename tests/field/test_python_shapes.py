@@ -1,0 +1,92 @@
+"""Field shapes of real pytest projects (issue 24), reproduced with small repositories of our own
+and the real tools (pytest, coverage.py, git, bubblewrap): tests inherited from another test
+module, and the project's own coverage configuration."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tasks.audit.run import audit_repo
+from tests.field_repos import make_repo
+
+pytestmark = pytest.mark.slow
+
+SHAPES = {
+    "pyproject.toml": '[project]\nname = "shapes"\nversion = "1.0"\n',
+    "src/shapes/__init__.py": "",
+    "src/shapes/square.py": (
+        "def area(side):\n    return side * side\n\n\ndef perimeter(side):\n    return 4 * side\n"
+    ),
+    "src/shapes/circle.py": "def area(r):\n    return 3 * r * r\n",
+}
+
+
+def test_tests_of_an_inherited_class_count_for_the_module_that_collects_them(
+    tmp_path: Path,
+) -> None:
+    files = {
+        **SHAPES,
+        "tests/__init__.py": "",
+        # The shared cases live in one module; the class pytest collects them through is
+        # another module's, which is where they run, pass and fail.
+        "tests/cases.py": (
+            "class AreaCases:\n    area = None\n\n"
+            "    def test_unit(self):\n        assert type(self).area(1) == 1\n\n"
+            "    def test_two(self):\n        assert type(self).area(2) == 4\n"
+        ),
+        "tests/test_square.py": (
+            "from shapes.square import area, perimeter\nfrom tests.cases import AreaCases\n\n\n"
+            "class TestSquare(AreaCases):\n    area = staticmethod(area)\n\n"
+            "    def test_perimeter(self):\n        assert perimeter(1) == 4\n"
+        ),
+        "tests/test_circle.py": (
+            "from shapes.circle import area\nfrom tests.cases import AreaCases\n\n\n"
+            "class TestCircle(AreaCases):\n    area = staticmethod(area)\n"
+        ),
+    }
+    repo = make_repo(tmp_path / "shapes", files)
+    report = audit_repo(repo)
+    assert report.suite.ran, report.suite.problem
+    by = {f.source: f for f in report.files}
+    square, circle = by["src/shapes/square.py"], by["src/shapes/circle.py"]
+    assert square.specs == ["tests/test_square.py"] and square.status == "tested"
+    assert square.tests.model_dump(include={"tests", "passed", "failed"}) == {
+        "tests": 3,
+        "passed": 3,
+        "failed": 0,
+    }
+    # Both inherited tests fail for the circle (3 * r * r): they are its tests, not tests of
+    # the module that defines them.
+    assert circle.status == "failing"
+    assert circle.tests.model_dump(include={"tests", "passed", "failed"}) == {
+        "tests": 2,
+        "passed": 0,
+        "failed": 2,
+    }
+    assert report.summary.tests.tests == 5 and report.summary.specs_failing == 1
+
+
+def _own_coverage(repo: Path, tmp_path: Path) -> dict[str, dict]:  # type: ignore[type-arg]
+    """coverage.py's own per-file figures of the project's suite, run by hand."""
+    data = tmp_path / "own.coverage"
+    out = tmp_path / "own.json"
+    env_cmd = [sys.executable, "-m", "coverage"]
+    subprocess.run(
+        [*env_cmd, "run", f"--data-file={data}", "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        env={"PYTHONPATH": str(repo / "src"), "PATH": "/usr/bin:/bin"},
+    )
+    subprocess.run(
+        [*env_cmd, "json", f"--data-file={data}", "-o", str(out), "-q"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+    return json.loads(out.read_text())["files"]  # type: ignore[no-any-return]
