@@ -90,3 +90,34 @@ def _own_coverage(repo: Path, tmp_path: Path) -> dict[str, dict]:  # type: ignor
         capture_output=True,
     )
     return json.loads(out.read_text())["files"]  # type: ignore[no-any-return]
+
+
+def test_the_projects_coverage_configuration_decides_what_is_measured(tmp_path: Path) -> None:
+    files = {
+        "pyproject.toml": (
+            '[project]\nname = "shapes"\nversion = "1.0"\n\n'
+            '[tool.coverage.run]\nsource = ["shapes"]\nomit = ["shapes/_vendored/*"]\n'
+        ),
+        "shapes/__init__.py": "",
+        "shapes/square.py": SHAPES["src/shapes/square.py"],
+        "shapes/_vendored/__init__.py": "",
+        "shapes/_vendored/sixish.py": "def text(x):\n    return str(x)\n\n\nX = text(1)\n",
+        # A build helper at the top: outside the measured `source`, not a source to test.
+        "make_tables.py": "def main():\n    return 0\n",
+        "tests/test_square.py": (
+            "from shapes.square import area\nfrom shapes._vendored.sixish import text\n\n\n"
+            "def test_area():\n    assert text(area(2)) == '4'\n"
+        ),
+    }
+    repo = make_repo(tmp_path / "shapes", files)
+    report = audit_repo(repo)
+    assert report.suite.ran, report.suite.problem
+    own = _own_coverage(repo, tmp_path)
+    # What coverage.py measures by the project's configuration, and nothing else.
+    assert sorted(own) == ["shapes/__init__.py", "shapes/square.py"]
+    assert sorted(f.source for f in report.files) == ["shapes/square.py"]
+    (square,) = report.files
+    assert square.coverage * 100 == pytest.approx(
+        own["shapes/square.py"]["summary"]["percent_covered"], abs=0.01
+    )
+    assert square.uncovered_lines == own["shapes/square.py"]["missing_lines"]

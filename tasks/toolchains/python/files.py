@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tasks.toolchains.files import FileRules, SpecPlan
+from tasks.toolchains.python.coverage_config import coverage_config
 from tasks.toolchains.python.parse import parse
 from tasks.toolchains.python.pytest_config import (
     DEFAULT_PYTHON_FILES,
@@ -48,7 +49,9 @@ log = logging.getLogger(__name__)
 #: Python sources are of one kind (one skill: python-module).
 KINDS = ("python",)
 _PY_SKIP_DIRS = frozenset({"tests", "test", "testing", "docs", "doc", "migrations"})
-_PY_SKIP_FILES = frozenset({"conftest.py", "setup.py", "noxfile.py", "manage.py"})
+_PY_SKIP_FILES = frozenset(
+    {"conftest.py", "setup.py", "noxfile.py", "manage.py", "hatch_build.py", "pdm_build.py"}
+)
 _DEFINES_TESTS = re.compile(r"^\s*(?:async\s+)?def\s+test|^\s*class\s+Test", re.MULTILINE)
 
 
@@ -68,6 +71,7 @@ class PythonFileRules(FileRules):
         super().__init__(repo)
         self.patterns = python_files_patterns(repo)
         self.test_roots = python_test_roots(repo)
+        self.coverage = coverage_config(repo)
 
     def is_test_file(self, path: str) -> bool:
         return is_py_test(path, self.patterns)
@@ -76,7 +80,10 @@ class PythonFileRules(FileRules):
         return PurePosixPath(path).name == "conftest.py"
 
     def sources(self, files: list[str]) -> list[tuple[str, str]]:
-        return sorted((f, "python") for f in python_sources(self.repo, files, self.patterns))
+        # What the project's coverage configuration leaves out (vendored code, build
+        # scripts outside its `source`) is not the project's code to test.
+        found = python_sources(self.repo, files, self.patterns)
+        return sorted((f, "python") for f in found if self.coverage.measures(self.repo, f))
 
     def plan(self, source: str) -> SpecPlan:
         return spec_plan(source, self.test_roots)

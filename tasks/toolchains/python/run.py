@@ -42,6 +42,7 @@ from tasks.toolchains.base import (
     Toolchain,
     ToolchainError,
 )
+from tasks.toolchains.python.coverage_config import coverage_config
 from tasks.toolchains.python.env import isolated_python
 from tasks.toolchains.python.project import package_roots, project_packages, write_version_files
 from tasks.toolchains.python.results import parse_run
@@ -66,6 +67,21 @@ ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
 def source_root(repo: Path) -> str:
     """What coverage measures: ``src`` for a src layout, else the repository root."""
     return "src" if (repo / "src").is_dir() else "."
+
+
+def measured_files(repo: Path) -> list[str]:
+    """``coverage run``'s options for what it measures, the project's configuration first:
+    its ``source``/``source_pkgs`` (a package of the worktree given as its directory, so an
+    unimported one is measured at 0 %), nothing when it measures by ``include``, else the
+    source root; and ``--omit`` with the project's ``[run] omit`` kept (an option replaces
+    the configuration's value; ours only adds tests and scratch)."""
+    config = coverage_config(repo)
+    source: list[str] = []
+    if config.source or config.source_pkgs:
+        source = [f"--source={','.join(config.source_dirs(repo))}"]
+    elif not config.include:
+        source = [f"--source={source_root(repo)}"]
+    return [*source, f"--omit={','.join((*config.run_omit, OMIT))}"]
 
 
 def default_home() -> Path:
@@ -209,8 +225,7 @@ def pytest_argv(
         "run",
         "--branch",
         f"--data-file={run_dir / '.coverage'}",
-        f"--source={source_root(repo)}",
-        f"--omit={OMIT}",
+        *measured_files(repo),
     ]
     return [
         *(measure if coverage else [py]),
