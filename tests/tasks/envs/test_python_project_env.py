@@ -141,3 +141,53 @@ def test_the_project_is_installed_as_an_editable_install_has_it(tmp_path: Path) 
     git(project, "commit", "-qm", "two after the tag")
     later = prepare_environment(project, PYTHON, home=home)
     assert isinstance(later, PreparedEnv) and later.name != env.name
+
+
+OLD_COVERAGE = {
+    "pyproject.toml": '[project]\nname = "zoo"\nversion = "1.0"\nrequires-python = ">=3.11"\n',
+    "requirements-test.txt": "coverage==7.2.7\npytest\n",
+    "src/zoo/__init__.py": '"""The zoo."""\n',
+    "src/zoo/animals.py": (
+        'class Animal:\n    """An animal.\n\n    It has a name.\n    """\n\n    legs = 4\n\n'
+        '    def __init__(self, name):\n        """Name it."""\n        self.name = name\n\n'
+        "    def speak(self):\n        return '...'\n\n\n"
+        'class Bird(Animal):\n    """Two legs."""\n\n    legs = 2\n\n'
+        "    def speak(self):\n        if self.name == 'owl':\n            return 'hoo'\n"
+        "        return 'tweet'\n"
+    ),
+    "src/zoo/keeper.py": (
+        '"""Feeding."""\n\n\nclass Keeper:\n    """Feeds animals."""\n\n'
+        "    def feed(self, animal):\n        return f'{animal.name} fed'\n\n\n"
+        "def unused():\n    return None\n"
+    ),
+    "tests/test_animals.py": (
+        "from zoo.animals import Bird\nfrom zoo.keeper import Keeper\n\n\n"
+        "def test_bird():\n    assert Bird('tit').speak() == 'tweet'\n"
+        "    assert Keeper().feed(Bird('tit')) == 'tit fed'\n"
+    ),
+}
+
+
+def test_an_older_coverage_py_reads_as_its_own_report(tmp_path: Path) -> None:
+    project = make_repo(tmp_path / "zoo", OLD_COVERAGE)
+    env = prepare_environment(project, PYTHON, home=tmp_path / "home")
+    assert isinstance(env, PreparedEnv) and env.interpreter is not None, env
+    version = [env.interpreter, "-c", "import coverage; print(coverage.__version__)"]
+    assert subprocess.run(version, capture_output=True, text=True).stdout.strip() == "7.2.7"
+    suite = _suite(project, env)
+    assert suite.ran, suite.validation.problem
+    # coverage.py's own figures, from a run by hand with the same interpreter.
+    cov = [env.interpreter, "-m", "coverage"]
+    run = [*cov, "run", "--source=src", "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    hand = {"PYTHONPATH": str(project / "src"), "PATH": "/usr/bin:/bin"}
+    subprocess.run(run, cwd=project, check=True, capture_output=True, env=hand)
+    subprocess.run([*cov, "json", "-o", "own.json"], cwd=project, check=True, capture_output=True)
+    own = json.loads((project / "own.json").read_text())
+    assert own["meta"]["version"] == "7.2.7"
+    for path, entry in own["files"].items():
+        ours = suite.files[path]
+        assert ours.ratio * 100 == pytest.approx(entry["summary"]["percent_covered"]), path
+        assert ours.uncovered_lines == entry["missing_lines"], path
+    # The docstrings ran but are not statements: 7.2.7 lists them among the executed lines.
+    animals = own["files"]["src/zoo/animals.py"]
+    assert len(animals["executed_lines"]) > animals["summary"]["covered_lines"]
