@@ -28,13 +28,16 @@ def python_files_patterns(repo: Path) -> tuple[str, ...]:
 
 def python_test_roots(repo: Path) -> list[str]:
     """The directories the project's tests live in: pytest's ``testpaths`` (directories
-    inside the project), else those of ``tests/``, ``test/``, ``testing/`` that exist, else
-    ``tests``."""
+    inside the project; a package named there stands for its test directories, so that its
+    code is never taken for tests), else those of ``tests/``, ``test/``, ``testing/`` that
+    exist, else the packages' test directories (:func:`package_test_dirs`), else ``tests``."""
     roots: list[str] = []
     for entry in pytest_option(repo, "testpaths"):
         rel = PurePosixPath(entry.strip("/"))
         if rel.parts and ".." not in rel.parts and (repo / rel).is_dir():
-            roots.append(rel.as_posix())
+            inside = [rel / t for t in IN_PACKAGE_TESTS if (repo / rel / t).is_dir()]
+            package = (repo / rel / "__init__.py").is_file()
+            roots += [r.as_posix() for r in (inside if package and inside else [rel])]
     roots = roots or [d for d in ("tests", "test", "testing") if (repo / d).is_dir()]
     roots = roots or package_test_dirs(repo)
     return list(dict.fromkeys(roots)) or ["tests"]

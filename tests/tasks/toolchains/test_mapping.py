@@ -11,7 +11,7 @@ import pytest
 from tasks.core.errors import BadInputError
 from tasks.core.types import MappedFile
 from tasks.toolchains.mapping import discover_sources, list_files, map_repo
-from tasks.toolchains.registry import detect_toolchain
+from tasks.toolchains.registry import detect_toolchain, get_toolchain
 
 
 def _tree(root: Path, files: Iterable[str] | dict[str, str]) -> Path:
@@ -469,6 +469,12 @@ def test_python_tests_inside_the_package(tmp_path: Path) -> None:
         # New tests go where the project keeps its tests.
         "pkg/helpers.py": ([], "pkg/tests/test_helpers.py"),
     }
+    # pytest's testpaths naming the package means its test directories, never its code.
+    (repo / "pytest.ini").write_text("[pytest]\ntestpaths = pkg\n")
+    rules = get_toolchain("python-pytest").file_rules(repo)
+    assert rules.test_roots == ["pkg/tests"]
+    assert not rules.is_test_side("pkg/core.py") and rules.is_test_side("pkg/tests/test_core.py")
+    assert map_repo(repo).files[1].expected_spec == "pkg/tests/test_helpers.py"
 
 
 def test_python_test_tree_named_after_the_package(tmp_path: Path) -> None:
