@@ -250,17 +250,22 @@ def spec_aliases(spec: str) -> list[str]:
 
 
 def expected_paths(plans: list[PythonPlan], files: list[str], root: str = "tests") -> None:
-    """Fill in expected paths: mirrored when the test root mirrors the package, unique per
-    source."""
+    """Fill in expected paths: mirrored when the test root mirrors the package, a private
+    module under its public name (``test_base.py`` for ``_base.py``), unique per source."""
     test_dirs = {str(PurePosixPath(f).parent) for f in files if f.startswith(f"{root}/")}
     test_dirs |= {str(p) for d in list(test_dirs) for p in PurePosixPath(d).parents}
     for plan in plans:
-        plan.expected = f"{root}/test_{plan.module}.py"
-        for start in range(len(plan.package)):
-            if f"{root}/{plan.package[start]}" in test_dirs:
-                tail = "/".join(plan.package[start:])
-                plan.expected = f"{root}/{tail}/test_{plan.module}.py"
-                break
+        name = plan.module.lstrip("_") or plan.module
+        plan.expected = f"{root}/test_{name}.py"
+        public = tuple(p.lstrip("_") or p for p in plan.package)
+        found = (
+            "/".join(parts[start:])
+            for start in range(len(plan.package))
+            for parts in (plan.package, public)
+            if f"{root}/{parts[start]}" in test_dirs
+        )
+        if (tail := next(found, None)) is not None:
+            plan.expected = f"{root}/{tail}/test_{name}.py"
     taken: dict[str, list[PythonPlan]] = {}
     for plan in plans:
         taken.setdefault(plan.expected, []).append(plan)

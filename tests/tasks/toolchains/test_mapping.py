@@ -524,7 +524,11 @@ def test_python_private_modules_are_tested_under_their_public_name(tmp_path: Pat
             "tests/test_util.py",
         ],
     )
-    got = {f.source: f.specs for f in map_repo(repo).files}
+    mapping = map_repo(repo)
+    got = {f.source: f.specs for f in mapping.files}
+    # A new test of a private module is named as its public name.
+    expected = {f.source: f.expected_spec for f in mapping.files}
+    assert expected["src/pkg/_impl/_engine.py"] == "tests/impl/test_engine.py"
     assert got == {
         "src/pkg/_base.py": ["tests/test_base.py"],
         "src/pkg/_impl/_engine.py": ["tests/impl/test_engine.py"],
