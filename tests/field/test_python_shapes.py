@@ -121,3 +121,22 @@ def test_the_projects_coverage_configuration_decides_what_is_measured(tmp_path: 
         own["shapes/square.py"]["summary"]["percent_covered"], abs=0.01
     )
     assert square.uncovered_lines == own["shapes/square.py"]["missing_lines"]
+
+
+def test_a_coverage_report_that_fails_is_an_error_not_zero_coverage(tmp_path: Path) -> None:
+    # A test that removes a module it ran: coverage.py cannot report it afterwards.
+    files = {
+        **SHAPES,
+        "src/shapes/scratch.py": "def made():\n    return 1\n",
+        "tests/test_square.py": (
+            "import os\n\nimport shapes.scratch\nfrom shapes.square import area\n\n\n"
+            "def test_area():\n    assert area(2) == 4 and shapes.scratch.made() == 1\n"
+            "    os.remove(shapes.scratch.__file__)\n"
+        ),
+    }
+    repo = make_repo(tmp_path / "shapes", files)
+    report = audit_repo(repo)
+    assert report.suite.ran and report.summary.tests.passed == 1
+    (error,) = report.errors
+    assert error.startswith("coverage json: exit 1: No source for code:"), error
+    assert "scratch.py" in error and report.exit_code() == 1

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from tasks.core.errors import CoverageError
-from tasks.core.types import CommandResult, FileCoverage
 from tasks.facts.coverage import load_coverage_contexts, parse_coverage
 from tasks.facts.evidence import exercised_by
 from tasks.toolchains.base import (
@@ -146,7 +145,19 @@ def run_tests(
         result.target = target
         suite = SuiteResult(validation=result, prepared=prepared, load_errors=load_errors)
         if coverage and (result.loaded or result.examples):
-            measure(chain, repo, runner, py, env, run_dir, suite, contexts=contexts, target=target)
+            report_s = max(LINT_TIMEOUT_S, timeout_s or 0.0)
+            measure(
+                chain,
+                repo,
+                runner,
+                py,
+                env,
+                run_dir,
+                suite,
+                contexts=contexts,
+                target=target,
+                timeout_s=report_s,
+            )
         if target is not None:
             result.coverage = suite.files.get(target)
         if reports_dir is not None:
@@ -264,10 +275,13 @@ def measure(
     *,
     contexts: bool,
     target: str | None = None,
+    timeout_s: float = LINT_TIMEOUT_S,
 ) -> None:
     """The coverage JSON of the run (combined first when the project's configuration made
     coverage write parallel data files) into `suite`: of `target` alone when one is given
-    (without `contexts`), else of every measured file (unimported ones at 0 %)."""
+    (without `contexts`), else of every measured file (unimported ones at 0 %). A report that
+    could not be made is one line in ``suite.errors`` (a large suite's report with contexts
+    takes as long as a run may: `timeout_s`), never coverage read as 0 %."""
     data_file = run_dir / ".coverage"
     parallel = sorted(run_dir.glob(".coverage.*"))
     cov = [py, "-m", "coverage"]
@@ -276,7 +290,7 @@ def measure(
             [*cov, "combine", f"--data-file={data_file}", "-q", *map(str, parallel)],
             cwd=repo,
             env=env,
-            timeout_s=LINT_TIMEOUT_S,
+            timeout_s=timeout_s,
         )
     if not data_file.is_file():
         return
@@ -289,12 +303,20 @@ def measure(
     alone = not contexts and target is not None and not any(c in target for c in "*?[]")
     if alone:
         argv.append(f"--include={repo / str(target)}")
-    report = runner.run(argv, cwd=repo, env=env, timeout_s=LINT_TIMEOUT_S)
+    report = runner.run(argv, cwd=repo, env=env, timeout_s=timeout_s)
     suite.validation.duration_s += report.duration_s
-    if alone and not json_out.is_file() and "No data to report" in report.stdout:
-        suite.files = {}  # the target was not measured at all: no coverage, as without a filter
-    else:
-        suite.files = _coverage(repo, json_out, report)
+    if not json_out.is_file() and "No data to report" in report.stdout + report.stderr:
+        suite.files = {}  # nothing was measured (the target not at all): no coverage
+        return
+    try:
+        if report.reason or not json_out.is_file():
+            said = tail(report.stderr or report.stdout).strip().replace("\n", " ")
+            raise CoverageError(report.reason or f"exit {report.exit_code}: {said}")
+        suite.files = parse_coverage(json_out, repo)
+    except CoverageError as exc:
+        log.warning("%s: coverage json failed: %s", repo, exc)
+        suite.errors.append(f"coverage json: {exc}")
+        return
     if contexts and json_out.is_file():
         try:
             suite.tested_by = exercised_by(
@@ -302,14 +324,3 @@ def measure(
             )
         except CoverageError as exc:
             log.warning("test contexts of %s unusable: %s", repo, exc)
-
-
-def _coverage(repo: Path, json_out: Path, cmd: CommandResult) -> dict[str, FileCoverage]:
-    if not json_out.is_file():
-        log.warning("%s: coverage json failed (exit %s): %s", repo, cmd.exit_code, tail(cmd.stderr))
-        return {}
-    try:
-        return parse_coverage(json_out, repo)
-    except CoverageError as exc:
-        log.warning("coverage of %s unusable: %s", repo, exc)
-        return {}
