@@ -145,7 +145,8 @@ def run_tests(
         result.target = target
         suite = SuiteResult(validation=result, prepared=prepared, load_errors=load_errors)
         if coverage and (result.loaded or result.examples):
-            report_s = max(LINT_TIMEOUT_S, timeout_s or 0.0)
+            # The run's own limit (None: the sandbox's), never less than a linter's.
+            report_s = None if timeout_s is None else max(LINT_TIMEOUT_S, timeout_s)
             measure(
                 chain,
                 repo,
@@ -275,7 +276,7 @@ def measure(
     *,
     contexts: bool,
     target: str | None = None,
-    timeout_s: float = LINT_TIMEOUT_S,
+    timeout_s: float | None = LINT_TIMEOUT_S,
 ) -> None:
     """The coverage JSON of the run (combined first when the project's configuration made
     coverage write parallel data files) into `suite`: of `target` alone when one is given
