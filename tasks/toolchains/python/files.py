@@ -18,10 +18,12 @@ any trailing run of the package path (``sub``, ``pkg/sub``); the same inside the
 (``pkg/tests/``, ``pkg/sub/tests/``, also ``test/``, ``_tests/``, ``testing/``). Plural and
 singular forms count too (``tests/test_tables.py`` for ``table.py``), and a private name
 under its public one (``tests/test_base.py`` for ``_base.py``, ``tests/impl/`` for
-``_impl/``), an exact name winning over them. A test file no name matches is tried under
-other spellings: its folders without a test affix (``tests/test_pkg/test_x.py`` as
-``tests/pkg/test_x.py``), then its name less trailing words (``test_x_trace.py`` as
-``test_x.py``), the longest first. A suite
+``_impl/``), an exact name winning over them. A non-trivial package ``__init__`` also owns
+``tests/[<tail>/]<pkg>/test__init__.py`` (the top package's: ``tests/test__init__.py``) and,
+below every module of the package, the test files in its folder that no module's name takes.
+A test file no name matches is tried under other spellings: its folders without a test
+affix (``tests/test_pkg/test_x.py`` as ``tests/pkg/test_x.py``), then its name less trailing
+words (``test_x_trace.py`` as ``test_x.py``), the longest first. A suite
 named after the project or its top-level package (``tests/test_tinydb.py``) belongs to the
 package's ``__init__`` when that is a source, else to the modules defining a class or
 function of that name (``class TinyDB``), else to the package's modules no other test
@@ -227,8 +229,14 @@ def _plan_tree(
                 plan.exact.setdefault(f"{root}/test_{'_'.join((*spelled_tail, name))}.py", score)
                 for other in other_numbers(name):
                     plan.exact.setdefault(f"{root}/{folder}test_{other}.py", (1, len(tail), 0))
-                if not is_init:
-                    plan.dirs.setdefault(f"{root}/{folder}{name}/", (0, len(tail), exact))
+                # A package's own tests may sit in its folder under any name, ranked below
+                # every module of the package (an exact spelling of theirs wins).
+                plan.dirs.setdefault(f"{root}/{folder}{name}/", (0, len(tail), exact - is_init))
+                if is_init:
+                    for file in ("test__init__.py", "test___init__.py"):
+                        plan.exact.setdefault(f"{root}/{folder}{name}/{file}", score)
+                        if not package:  # the top package's, at the root of its tests
+                            plan.exact.setdefault(f"{root}/{file}", score)
 
 
 def spec_aliases(spec: str) -> list[str]:

@@ -500,6 +500,27 @@ def test_python_test_tree_named_after_the_package(tmp_path: Path) -> None:
             "tests/test_pkg/test_io/test_reader.py",
         ],
     }
+    # A package's own tests: in its folder under any name, or named after __init__.
+    tree = {
+        "pkg/__init__.py": "X = 1\n",
+        "pkg/utils/__init__.py": "def f():\n    return 1\n",
+        "pkg/parsers/__init__.py": "",
+        "pkg/parsers/rst/__init__.py": "class Parser:\n    pass\n",
+        "pkg/parsers/rst/tables.py": "T = 1\n",
+    }
+    specs = [
+        "test/test__init__.py",
+        "test/test_utils/test__init__.py",
+        "test/test_parsers/test_rst/test_block_quotes.py",
+        "test/test_parsers/test_rst/test_tables.py",
+    ]
+    docs = _tree(tmp_path / "d", {**tree, "setup.py": "", **dict.fromkeys(specs, "")})
+    assert {f.source: f.specs for f in map_repo(docs).files} == {
+        "pkg/__init__.py": ["test/test__init__.py"],
+        "pkg/utils/__init__.py": ["test/test_utils/test__init__.py"],
+        "pkg/parsers/rst/__init__.py": ["test/test_parsers/test_rst/test_block_quotes.py"],
+        "pkg/parsers/rst/tables.py": ["test/test_parsers/test_rst/test_tables.py"],
+    }
     # A top-level tree named after the package is its test root.
     other = _tree(
         tmp_path / "o", ["setup.py", "lib/__init__.py", "lib/x.py", "lib_tests/test_x.py"]
