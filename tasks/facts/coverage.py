@@ -387,34 +387,3 @@ def _under(path: Path, where: _Where) -> PurePosixPath | None:
         if real.is_relative_to(root):
             return PurePosixPath(*real.relative_to(root).parts)
     return None
-
-
-def load_coverage_contexts(path: Path, repo: Path) -> dict[str, dict[str, set[int]]]:
-    """Per source file, the lines each test file ran, from ``coverage json --show-contexts``.
-
-    Contexts are the test files' paths (Autopilot's pytest plugin names each test's context
-    after its file); the empty context (import time, before any test) is left out, and so are
-    sources and test files outside the repository.
-
-    Raises:
-        CoverageError: the file cannot be read or is not a coverage.py JSON report.
-    """
-    data = _load_json(path)
-    if not _is_coverage_json(data) or not isinstance(data.get("files"), dict):
-        raise CoverageError(f"{path}: not a coverage.py JSON report")
-    where = _where(repo)
-    out: dict[str, dict[str, set[int]]] = {}
-    for file, entry in data["files"].items():
-        contexts = entry.get("contexts") if isinstance(entry, dict) else None
-        source = _relativise(file, where, [repo])
-        if source is None or not isinstance(contexts, dict):
-            continue
-        by_test = out.setdefault(source, {})
-        for line, names in contexts.items():
-            if not str(line).isdigit() or not isinstance(names, list):
-                continue
-            for name in names:
-                test = _relativise(name, where, [repo]) if isinstance(name, str) and name else None
-                if test is not None:
-                    by_test.setdefault(test, set()).add(int(line))
-    return out

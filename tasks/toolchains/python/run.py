@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from tasks.core.errors import CoverageError
-from tasks.facts.coverage import load_coverage_contexts, parse_coverage
+from tasks.facts.coverage import parse_coverage
+from tasks.facts.coverage_data import load_data_contexts
 from tasks.facts.evidence import exercised_by
 from tasks.toolchains.base import (
     LINT_TIMEOUT_S,
@@ -297,8 +298,6 @@ def measure(
         return
     json_out = run_dir / "coverage.json"
     argv = [*cov, "json", f"--data-file={data_file}", "-o", str(json_out), "-q"]
-    if contexts:
-        argv.append("--show-contexts")
     # Reporting every file of the source root parses each of them, for every file job's run:
     # only the target's coverage is read then (a name with glob characters is not a filter).
     alone = not contexts and target is not None and not any(c in target for c in "*?[]")
@@ -318,10 +317,10 @@ def measure(
         log.warning("%s: coverage json failed: %s", repo, exc)
         suite.errors.append(f"coverage json: {exc}")
         return
-    if contexts and json_out.is_file():
+    if contexts:
+        # From the data file: the JSON report of every line's contexts can outgrow any limit.
         try:
-            suite.tested_by = exercised_by(
-                load_coverage_contexts(json_out, repo), repo, chain.body_lines
-            )
+            found = load_data_contexts(data_file, repo)
+            suite.tested_by = exercised_by(found, repo, chain.body_lines)
         except CoverageError as exc:
             log.warning("test contexts of %s unusable: %s", repo, exc)
