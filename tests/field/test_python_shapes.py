@@ -140,3 +140,20 @@ def test_a_coverage_report_that_fails_is_an_error_not_zero_coverage(tmp_path: Pa
     (error,) = report.errors
     assert error.startswith("coverage json: exit 1: No source for code:"), error
     assert "scratch.py" in error and report.exit_code() == 1
+
+
+def test_a_subprocess_of_a_flat_layouts_test_imports_the_worktrees_code(tmp_path: Path) -> None:
+    files = {
+        "setup.py": "from setuptools import setup\nsetup(name='flat')\n",
+        "flat/__init__.py": "NAME = 'the worktree'\n",
+        "tools/show.py": "import flat\nprint(flat.NAME)\n",
+        "tests/test_tool.py": (
+            "import subprocess\nimport sys\n\n\ndef test_tool_runs():\n"
+            "    done = subprocess.run([sys.executable, 'tools/show.py'], capture_output=True,"
+            " text=True)\n    assert done.stdout == 'the worktree\\n', done.stderr\n"
+        ),
+    }
+    repo = make_repo(tmp_path / "flat", files)
+    report = audit_repo(repo)
+    assert report.suite.ran, report.suite.problem
+    assert report.summary.tests.passed == 1, report.summary.tests

@@ -182,7 +182,9 @@ def environment(
     Autopilot's plugin needs to check where the project's packages come from."""
     env = {
         **ENV,
-        "PYTHONPATH": os.pathsep.join([str(run_dir), *map(str, roots)]),
+        # A flat layout's root too: a test's own subprocess imports the worktree's code, as
+        # it would through an editable install.
+        "PYTHONPATH": os.pathsep.join([str(run_dir), *map(str, roots or [repo])]),
         "AUTOPILOT_STATUS": str(status_file),
         "AUTOPILOT_ROOTS": json.dumps([str(r) for r in [*roots, repo]]),
         "AUTOPILOT_PACKAGES": json.dumps(packages),
