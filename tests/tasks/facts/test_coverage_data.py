@@ -14,6 +14,8 @@ from tasks.core.errors import CoverageError
 from tasks.facts.coverage_data import load_data_contexts, numbits_to_lines
 from tests.field_repos import write_tree
 
+pytestmark = pytest.mark.slow  # real coverage.py runs
+
 DRIVER = """\
 import sys
 import coverage

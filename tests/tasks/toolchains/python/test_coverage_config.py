@@ -14,6 +14,8 @@ from tasks.toolchains.python.coverage_config import coverage_config
 from tasks.toolchains.python.run import OMIT, measured_files
 from tests.field_repos import write_tree
 
+pytestmark = pytest.mark.slow  # real coverage.py runs
+
 TREE = {
     "pkg/__init__.py": "",
     "pkg/core.py": "X = 1\n",
