@@ -253,7 +253,12 @@ def _install_project(
             "%s: the project itself was not installed (%s): %s", space.project, cause, message
         )
         return [f"not installed ({cause}): {message}"]
-    kept = step([py, "-c", STRIP, str(space.src)], online=False)
+    script = space.scratch / "autopilot_strip_project.py"
+    script.write_text(STRIP, encoding="utf-8")
+    kept = step([py, str(script), str(space.src)], online=False, check=False)
+    if not kept.ok:
+        said = kept.output.strip().splitlines()[-1:] or [f"exit {kept.exit_code}"]
+        return [f"installed, but its code could not be taken out again: {said[0]}"]
     name = kept.stdout.strip() or "the project"
     return [f"{name}: metadata and entry points installed, the code is the worktree's"]
 

@@ -127,9 +127,9 @@ def build_env(project: Path) -> dict[str, str]:
     }
 
 
-#: Run with the environment's interpreter, in the install sandbox: removes the importable
-#: files of the distribution installed from the directory ``argv[1]`` (the project's copy),
-#: keeps its metadata and scripts, and prints ``name version``.
+#: A script run with the environment's interpreter, in the install sandbox: removes the
+#: importable files of the distribution installed from the directory ``argv[1]`` (the
+#: project's copy), keeps its metadata and scripts, and prints ``name version``.
 STRIP = r"""
 import json, os, shutil, sys, sysconfig
 from importlib.metadata import distributions
