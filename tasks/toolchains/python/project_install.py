@@ -14,8 +14,8 @@ A version computed from git at build time (setuptools-scm, hatch-vcs, pdm's scm 
 the one the worktree's commit gives (:func:`tasks.toolchains.python.project.scm_version`,
 passed to the backend as its "pretend" version, since the copy has no git history); it is
 part of the environment's key, so another commit's version is another environment. A version
-read from a file (``[tool.hatch.version] path``, setuptools' ``version = {attr/file}``) keys
-the environment by that file.
+read from a file (``[tool.hatch.version] path``, setuptools' ``version = {attr/file}``, flit's
+module) keys the environment by the version the file spells (else by the file's digest).
 """
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ _VCS_BUILDERS = re.compile(
     r"^(setuptools[-_]scm|hatch[-_]vcs|flit[-_]scm|setuptools[-_]git[-_]"
     r"versioning|versioningit|poetry[-_]dynamic[-_]versioning)\b",
     re.IGNORECASE,
+)
+#: A version assigned plainly in a module (``__version__ = "1.2"``, hatch's default pattern).
+_VERSION_LINE = re.compile(
+    r"^(?:__version__|VERSION)\s*(?::\s*str\s*)?=\s*(?P<q>['\"])(?P<version>[^'\"]+)(?P=q)",
+    re.MULTILINE,
 )
 #: Build files whose content decides what the project's metadata says.
 BUILD_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
@@ -78,11 +83,17 @@ def _table(data: dict[str, Any], *keys: str) -> dict[str, Any]:
 
 def version_file(project: Path) -> Path | None:
     """The file a dynamic version is read from (hatch's ``path``, setuptools' ``attr`` or
-    ``file``), when the project names one inside itself."""
-    tool = _table(pyproject(project), "tool")
+    ``file``, flit's module), when the project names one inside itself."""
+    data = pyproject(project)
+    tool = _table(data, "tool")
     hatch = _table(tool, "hatch", "version")
     declared = _table(tool, "setuptools", "dynamic").get("version")
     candidates: list[str] = []
+    backend = _table(data, "build-system").get("build-backend")
+    if isinstance(backend, str) and backend.startswith("flit_core") and _dynamic_version(data):
+        # flit reads `__version__` from the module it builds.
+        name = _table(tool, "flit", "module").get("name") or _table(data, "project").get("name")
+        declared = {"attr": f"{str(name).replace('-', '_')}.__version__"} if name else declared
     if isinstance(hatch.get("path"), str):
         candidates.append(hatch["path"])
     if isinstance(declared, dict) and isinstance(declared.get("file"), str):
@@ -109,10 +120,16 @@ def key_values(project: Path) -> dict[str, str]:
     if version is not None:
         return {"(project version from git)": version}
     found = version_file(project)
-    if found is not None:
-        rel = found.relative_to(project.resolve()).as_posix()
-        return {rel: hashlib.sha256(found.read_bytes()).hexdigest()}
-    return {}
+    if found is None:
+        return {}
+    rel = found.relative_to(project.resolve()).as_posix()
+    text = found.read_text(encoding="utf-8", errors="replace")
+    # The version itself when the file spells it plainly (an edit elsewhere in a package's
+    # __init__ is no new environment), else the whole file's digest.
+    plain = _VERSION_LINE.search(text) if found.suffix == ".py" else None
+    if plain is not None:
+        return {f"(project version in {rel})": plain.group("version")}
+    return {rel: hashlib.sha256(text.encode()).hexdigest()}
 
 
 def build_env(project: Path) -> dict[str, str]:
