@@ -166,7 +166,8 @@ def _pytest(runner, copy: Path, home: Path, env_dir: Path | None) -> tuple:  # t
     parsed = json.loads(_run([str(AUTOPILOT), "parse", f"{copy}/ref-junit.xml", "--json"], copy))
     t = parsed["summary"]
     counts = (t["tests"], t["passed"], t["failed"] + t["errors"], t["skipped"])
-    cov = json.loads((copy / "ref-cov.json").read_text()) if (copy / "ref-cov.json").is_file() else {}
+    report = copy / "ref-cov.json"
+    cov = json.loads(report.read_text()) if report.is_file() else {}
     ratios = {}
     for path, data in cov.get("files", {}).items():
         s = data["summary"]

@@ -147,6 +147,7 @@ def audit_repo(repo: Path, ref: str = "HEAD", steps: AuditSteps | None = None) -
             else:
                 log.info("linting and checking %d test files", len(specs))
                 lint, errors = steps.lint(project, chain, specs, runner)
+            errors = [*suite.errors, *errors]
             static = steps.static(project, chain, specs)
             report = suite_report(
                 repo=str(path),

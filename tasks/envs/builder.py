@@ -34,6 +34,11 @@ class EnvBuilder(Protocol):
         """The tool versions the key includes (raises ``BuildFailed`` when a tool is missing)."""
         ...
 
+    def key_values(self, project: Path) -> dict[str, str]:
+        """What else the key includes besides the lock files' digests (a version the build
+        computes from git): name -> value."""
+        ...
+
     def install_programs(self) -> list[str]:
         """Host programs the install runs that a command line does not start with (an
         interpreter named by an option): the sandbox shows their installations."""

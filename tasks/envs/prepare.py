@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 #: Waiting for another builder of the same environment: as long as an install may take.
 LOCK_MARGIN_S = 60.0
 #: Changes whenever what a build installs changes (a new key makes every environment anew).
-BUILD_FORMAT = 2
+BUILD_FORMAT = 3
 
 
 def env_key(inputs: dict[str, str], toolchain: str) -> str:
@@ -90,7 +90,7 @@ def prepare_environment(
     name = f"{stack}-?"
     try:
         tool_id = builder.toolchain_id()
-        inputs = digest_inputs(project, files)
+        inputs = digest_inputs(project, files) | builder.key_values(project)
         name = env_name(stack, env_key(inputs, tool_id))
 
         def build(tmp: Path, final: Path, log_path: Path) -> EnvRecord:

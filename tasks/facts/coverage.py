@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, NamedTuple
@@ -157,11 +158,29 @@ def _coverage_json(data: dict[str, Any], path: Path, where: _Where) -> dict[str,
         hits.update({n: 1 for n in executed})
         _merge_into(merged, file, hits)
     result = _finish(merged, where, bases=[], report=path)
-    for file, entry in files.items():
-        key = _relativise(file, where, [where.repo])
+    keys = [(_relativise(file, where, [where.repo]), entry) for file, entry in files.items()]
+    seen = Counter(key for key, _ in keys)
+    for key, entry in keys:
+        if key in result and seen[key] == 1:
+            result[key] = _statements(result[key], entry)
         if key in result and isinstance(entry, dict) and "missing_branches" in entry:
             result[key] = with_coverage_py_branches(result[key], entry)
     return result
+
+
+def _statements(cov: FileCoverage, entry: dict[str, Any]) -> FileCoverage:
+    """The summary's statement counts: an older coverage.py (7.2) lists every line that ran in
+    ``executed_lines``, statements or not (a class docstring), so only ``num_statements``
+    and ``covered_lines`` count as coverage.py counts them."""
+    summary = entry.get("summary")
+    try:
+        statements = int(summary["num_statements"])  # type: ignore[index]
+        covered = int(summary["covered_lines"])  # type: ignore[index]
+    except (KeyError, TypeError, ValueError):
+        return cov
+    if covered + len(cov.uncovered_lines) != statements or covered > cov.covered_lines:
+        return cov  # not a summary of these lines
+    return cov.model_copy(update={"executable_lines": statements, "covered_lines": covered})
 
 
 def _cobertura(path: Path, where: _Where) -> dict[str, FileCoverage]:
@@ -368,34 +387,3 @@ def _under(path: Path, where: _Where) -> PurePosixPath | None:
         if real.is_relative_to(root):
             return PurePosixPath(*real.relative_to(root).parts)
     return None
-
-
-def load_coverage_contexts(path: Path, repo: Path) -> dict[str, dict[str, set[int]]]:
-    """Per source file, the lines each test file ran, from ``coverage json --show-contexts``.
-
-    Contexts are the test files' paths (Autopilot's pytest plugin names each test's context
-    after its file); the empty context (import time, before any test) is left out, and so are
-    sources and test files outside the repository.
-
-    Raises:
-        CoverageError: the file cannot be read or is not a coverage.py JSON report.
-    """
-    data = _load_json(path)
-    if not _is_coverage_json(data) or not isinstance(data.get("files"), dict):
-        raise CoverageError(f"{path}: not a coverage.py JSON report")
-    where = _where(repo)
-    out: dict[str, dict[str, set[int]]] = {}
-    for file, entry in data["files"].items():
-        contexts = entry.get("contexts") if isinstance(entry, dict) else None
-        source = _relativise(file, where, [repo])
-        if source is None or not isinstance(contexts, dict):
-            continue
-        by_test = out.setdefault(source, {})
-        for line, names in contexts.items():
-            if not str(line).isdigit() or not isinstance(names, list):
-                continue
-            for name in names:
-                test = _relativise(name, where, [repo]) if isinstance(name, str) and name else None
-                if test is not None:
-                    by_test.setdefault(test, set()).add(int(line))
-    return out

@@ -96,6 +96,10 @@ class SuiteResult(BaseModel):
     load_errors: dict[str, str] = Field(
         default_factory=dict, description="Test file -> the error that kept it from loading"
     )
+    errors: list[str] = Field(
+        default_factory=list,
+        description="Tools of the run that failed (the coverage report), one line each",
+    )
 
     @property
     def ran(self) -> bool:

@@ -79,6 +79,12 @@ class FileRules(ABC):
         """Settle the new test paths once every source is planned (in place)."""
         del plans, files
 
+    def aliases(self, spec: str) -> list[str]:
+        """Other spellings of a test file's path that the plans may name, tried in order when
+        the path itself matches no source (none by default)."""
+        del spec
+        return []
+
     def claim(self, sources: list[str], specs: list[str], owners: dict[str, list[str]]) -> None:
         """Give test files no name rule matched to the sources they test (in place)."""
         del sources, specs, owners

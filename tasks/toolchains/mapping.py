@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path, PurePosixPath
 
@@ -84,7 +84,7 @@ def map_repo(repo: Path, toolchain: str | None = None) -> Mapping:
     plans = [rules.plan(path) for path, _ in sources]
     specs = [f for f in files if rules.is_test_file(f)]
     rules.finish_plans(plans, files)
-    owners = assign(plans, specs)
+    owners = assign(plans, specs, rules.aliases)
     rules.claim([path for path, _ in sources], specs, owners)
     mapped = [
         MappedFile(
@@ -161,8 +161,14 @@ def _walk_files(repo: Path) -> list[str]:
 # --- assigning tests to sources --------------------------------------------------------------
 
 
-def assign(plans: Iterable[SpecPlan], specs: list[str]) -> dict[str, list[str]]:
-    """Give each spec to the sources that match it best (see the module docstring on ties)."""
+def assign(
+    plans: Iterable[SpecPlan],
+    specs: list[str],
+    aliases: Callable[[str], list[str]] | None = None,
+) -> dict[str, list[str]]:
+    """Give each spec to the sources that match it best (see the module docstring on ties);
+    a spec no source matches is tried under its `aliases` (the stack's other spellings of its
+    path, most faithful first), and the first that matches decides."""
     exact: dict[str, list[tuple[Score, str]]] = {}
     dirs: dict[str, list[tuple[Score, str]]] = {}
     for plan in plans:
@@ -172,9 +178,12 @@ def assign(plans: Iterable[SpecPlan], specs: list[str]) -> dict[str, list[str]]:
             dirs.setdefault(prefix, []).append((score, plan.source))
     owners: dict[str, list[str]] = {}
     for spec in sorted(specs):
-        matches = list(exact.get(spec, []))
-        for parent in PurePosixPath(spec).parents:
-            matches.extend(dirs.get(f"{parent}/", []))
+        for name in [spec, *(aliases(spec) if aliases is not None else [])]:
+            matches = list(exact.get(name, []))
+            for parent in PurePosixPath(name).parents:
+                matches.extend(dirs.get(f"{parent}/", []))
+            if matches:
+                break
         if not matches:
             continue
         best = max(score for score, _ in matches)

@@ -183,6 +183,9 @@ class NodeEnvBuilder:
     def toolchain_id(self) -> str:
         return toolchain_id()
 
+    def key_values(self, project: Path) -> dict[str, str]:
+        return {}  # the lock names every package; nothing is computed at build time
+
     def install_programs(self) -> list[str]:
         return npm_command()  # their installations (none to add for the system's)
 

@@ -24,9 +24,77 @@ _MISSING_MODULE = re.compile(r"No module named '(?P<name>[\w.]+)'")
 _CANNOT_IMPORT = re.compile(r"cannot import name '(?P<what>[\w.]+)' from '(?P<mod>[\w.]+)'")
 
 
+#: The plugins that register well-known ini options (the option, or its prefix with ``_``).
+PLUGIN_OPTIONS = {
+    "asyncio_": "pytest-asyncio",
+    "timeout": "pytest-timeout",
+    "timeout_": "pytest-timeout",
+    "session_timeout": "pytest-timeout",
+    "mock_": "pytest-mock",
+    "DJANGO_SETTINGS_MODULE": "pytest-django",
+    "django_": "pytest-django",
+    "FAIL_INVALID_TEMPLATE_VARS": "pytest-django",
+    "env": "pytest-env",
+    "env_files": "pytest-dotenv",
+    "trio_": "pytest-trio",
+    "qt_": "pytest-qt",
+    "bdd_": "pytest-bdd",
+    "rsyncdirs": "pytest-xdist",
+    "rsyncignore": "pytest-xdist",
+    "looponfailroots": "pytest-xdist",
+    "flakes-ignore": "pytest-flakes",
+    "render_collapsed": "pytest-html",
+    "describe_prefixes": "pytest-describe",
+    "doctest_plus": "pytest-doctestplus",
+    "doctest_rst": "pytest-doctestplus",
+    "xvfb_": "pytest-xvfb",
+}
+_UNKNOWN_OPTION = re.compile(r"Unknown config option: (?P<option>[\w.-]+)")
+
+
+def plugin_of_option(option: str) -> str | None:
+    """The plugin that registers the ini option `option`, when it is a well-known one."""
+    if option in PLUGIN_OPTIONS:
+        return PLUGIN_OPTIONS[option]
+    return next(
+        (p for k, p in PLUGIN_OPTIONS.items() if k.endswith("_") and option.startswith(k)), None
+    )
+
+
+def _unknown_option(text: str, exit_code: int, python: str, detail: str) -> SuiteProblem | None:
+    """pytest stopped on an ini option no installed plugin registers (``--strict-config``,
+    or ``filterwarnings = error`` turning the warning into an internal error): the plugin
+    that provides it is missing."""
+    found = _UNKNOWN_OPTION.search(text)
+    if found is None or exit_code not in (3, 4):
+        return None
+    option = found.group("option")
+    plugin = plugin_of_option(option)
+    where = (
+        "add it to the project's test dependencies (a dependency group or requirements file "
+        "named for tests), or set `python` in autopilot.toml to an interpreter that has it"
+    )
+    hint = (
+        f"{option} is an option of {plugin}, which {python} lacks: {where}"
+        if plugin
+        else f"no plugin installed in {python} registers {option}: the plugin that provides "
+        f"it is missing; {where}"
+    )
+    return SuiteProblem(
+        tool="pytest",
+        cause="environment",
+        message=f"Unknown config option: {option}",
+        hint=hint,
+        detail=detail,
+    )
+
+
 def _tooling_problem(text: str, exit_code: int, python: str, detail: str) -> SuiteProblem | None:
     """A usage error (a plugin the configuration needs is missing) or pytest or coverage missing
     from the interpreter: the environment's problem, before any test file is read."""
+    unknown = _unknown_option(text, exit_code, python, detail)
+    if unknown is not None:
+        return unknown
     usage = re.search(r"error: (unrecognized arguments: .*|argument .*|.*option.*)", text)
     if exit_code == 4 and usage and "conftest" not in text.split(usage.group(0))[0][-300:]:
         return SuiteProblem(

@@ -3,17 +3,27 @@
 
 ``tests/`` below stands for the project's test roots: pytest's ``testpaths`` when
 configured, else whichever of ``tests/``, ``test/``, ``testing/`` exist (the first one takes
-new tests). ``src/`` layout when any ``src/**.py`` exists (everything under src/), else the
-flat layout:
-top-level packages (directories with ``__init__.py``) and top-level modules. Skipped: tests/,
-test/, docs/, migrations/, ``conftest.py``, ``setup.py``, ``manage.py``, ``noxfile.py``,
-``test_*.py``/``*_test.py``, and
-``__init__.py`` files holding nothing but a docstring, imports, ``__all__``/``__version__``.
+new tests), else the test directories inside its top-level packages (``pkg/tests/``) and
+top-level directories named after a package (``pkg_tests/``). ``src/`` layout when any
+``src/**.py`` exists (everything under src/), else the flat layout: top-level packages
+(directories with ``__init__.py``) and top-level modules. Skipped: tests/, test/, docs/,
+migrations/, ``conftest.py``, ``setup.py``, ``manage.py``, ``noxfile.py``, ``hatch_build.py``,
+``test_*.py``/``*_test.py``, what the project's coverage configuration does not measure
+(outside its ``source``, or omitted), and ``__init__.py`` files holding nothing but a
+docstring, imports, ``__all__``/``__version__``.
 A non-trivial ``pkg/__init__.py`` is treated as a module named ``pkg``. For ``pkg/sub/mod.py``
 these count as tests: ``tests/[<tail of pkg/sub>/]test_mod.py`` (also ``mod_test.py``),
 ``tests/test_[<tail>_]mod.py``, and ``tests/[<tail>/]mod/**/test_*.py``, where the tail is
-any trailing run of the package path (``sub``, ``pkg/sub``). Plural and singular forms count
-too (``tests/test_tables.py`` for ``table.py``), an exact name winning over them. A suite
+any trailing run of the package path (``sub``, ``pkg/sub``); the same inside the package
+(``pkg/tests/``, ``pkg/sub/tests/``, also ``test/``, ``_tests/``, ``testing/``). Plural and
+singular forms count too (``tests/test_tables.py`` for ``table.py``), and a private name
+under its public one (``tests/test_base.py`` for ``_base.py``, ``tests/impl/`` for
+``_impl/``), an exact name winning over them. A non-trivial package ``__init__`` also owns
+``tests/[<tail>/]<pkg>/test__init__.py`` (the top package's: ``tests/test__init__.py``) and,
+below every module of the package, the test files in its folder that no module's name takes.
+A test file no name matches is tried under other spellings: its folders without a test
+affix (``tests/test_pkg/test_x.py`` as ``tests/pkg/test_x.py``), then its name less trailing
+words (``test_x_trace.py`` as ``test_x.py``), the longest first. A suite
 named after the project or its top-level package (``tests/test_tinydb.py``) belongs to the
 package's ``__init__`` when that is a source, else to the modules defining a class or
 function of that name (``class TinyDB``), else to the package's modules no other test
@@ -35,12 +45,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tasks.toolchains.files import FileRules, SpecPlan
+from tasks.toolchains.python.coverage_config import coverage_config
 from tasks.toolchains.python.parse import parse
 from tasks.toolchains.python.pytest_config import (
     DEFAULT_PYTHON_FILES,
+    IN_PACKAGE_TESTS,
     is_py_test,
     python_files_patterns,
     python_test_roots,
+    without_test_affix,
 )
 
 log = logging.getLogger(__name__)
@@ -48,7 +61,9 @@ log = logging.getLogger(__name__)
 #: Python sources are of one kind (one skill: python-module).
 KINDS = ("python",)
 _PY_SKIP_DIRS = frozenset({"tests", "test", "testing", "docs", "doc", "migrations"})
-_PY_SKIP_FILES = frozenset({"conftest.py", "setup.py", "noxfile.py", "manage.py"})
+_PY_SKIP_FILES = frozenset(
+    {"conftest.py", "setup.py", "noxfile.py", "manage.py", "hatch_build.py", "pdm_build.py"}
+)
 _DEFINES_TESTS = re.compile(r"^\s*(?:async\s+)?def\s+test|^\s*class\s+Test", re.MULTILINE)
 
 
@@ -68,6 +83,7 @@ class PythonFileRules(FileRules):
         super().__init__(repo)
         self.patterns = python_files_patterns(repo)
         self.test_roots = python_test_roots(repo)
+        self.coverage = coverage_config(repo)
 
     def is_test_file(self, path: str) -> bool:
         return is_py_test(path, self.patterns)
@@ -76,13 +92,19 @@ class PythonFileRules(FileRules):
         return PurePosixPath(path).name == "conftest.py"
 
     def sources(self, files: list[str]) -> list[tuple[str, str]]:
-        return sorted((f, "python") for f in python_sources(self.repo, files, self.patterns))
+        # What the project's coverage configuration leaves out (vendored code, build
+        # scripts outside its `source`) is not the project's code to test.
+        found = python_sources(self.repo, files, self.patterns)
+        return sorted((f, "python") for f in found if self.coverage.measures(self.repo, f))
 
     def plan(self, source: str) -> SpecPlan:
         return spec_plan(source, self.test_roots)
 
     def finish_plans(self, plans: list[SpecPlan], files: list[str]) -> None:
         expected_paths([p for p in plans if isinstance(p, PythonPlan)], files, self.test_roots[0])
+
+    def aliases(self, spec: str) -> list[str]:
+        return spec_aliases(spec)
 
     def claim(self, sources: list[str], specs: list[str], owners: dict[str, list[str]]) -> None:
         project_suites(self.repo, sources, specs, owners, self.test_roots)
@@ -171,40 +193,87 @@ def spec_plan(source: str, roots: list[str] | None = None) -> PythonPlan:
     """Where the tests of `source` may be (see the module docstring); the new test's path is
     settled by :func:`expected_paths` once every source is planned."""
     parts = PurePosixPath(source).with_suffix("").parts
-    if parts[0] == "src":
-        parts = parts[1:]
+    top = ("src",) if parts[0] == "src" else ()
+    parts = parts[len(top) :]
     is_init = parts[-1] == "__init__"
     if is_init:
         parts = parts[:-1]
     module, package = parts[-1], tuple(parts[:-1])
     plan = PythonPlan(source=source, expected="", module=module, package=package)
-    for root in roots or ["tests"]:
-        for start in range(len(package) + 1):
-            tail = package[start:]
-            score = (1, len(tail), 1)
-            folder = "".join(f"{p}/" for p in tail)
-            for name in (f"test_{module}.py", f"{module}_test.py"):
-                plan.exact.setdefault(f"{root}/{folder}{name}", score)
-            plan.exact.setdefault(f"{root}/test_{'_'.join((*tail, module))}.py", score)
-            for other in other_numbers(module):
-                plan.exact.setdefault(f"{root}/{folder}test_{other}.py", (1, len(tail), 0))
-            if not is_init:
-                plan.dirs.setdefault(f"{root}/{folder}{module}/", (0, len(tail), 1))
+    trees = [(root, package) for root in roots or ["tests"]]
+    trees += [
+        ("/".join((*top, *package[:depth], name)), package[depth:])
+        for depth in range(len(package), 0, -1)
+        for name in IN_PACKAGE_TESTS
+    ]
+    for root, below in trees:
+        _plan_tree(plan, root, below, module, is_init)
     return plan
 
 
+def _plan_tree(
+    plan: PythonPlan, root: str, package: tuple[str, ...], module: str, is_init: bool
+) -> None:
+    """The test paths of one test tree for `module` in `package` (relative to the tree)."""
+    names = [module, *([module.lstrip("_")] if module.lstrip("_") not in ("", module) else [])]
+    for start in range(len(package) + 1):
+        tail = package[start:]
+        public = tuple(p.lstrip("_") or p for p in tail)
+        for spelled_tail in dict.fromkeys((tail, public)):
+            folder = "".join(f"{p}/" for p in spelled_tail)
+            for name in names:
+                exact = int(name == module and spelled_tail == tail)
+                score = (1, len(tail), exact)
+                for file in (f"test_{name}.py", f"{name}_test.py"):
+                    plan.exact.setdefault(f"{root}/{folder}{file}", score)
+                plan.exact.setdefault(f"{root}/test_{'_'.join((*spelled_tail, name))}.py", score)
+                for other in other_numbers(name):
+                    plan.exact.setdefault(f"{root}/{folder}test_{other}.py", (1, len(tail), 0))
+                # A package's own tests may sit in its folder under any name, ranked below
+                # every module of the package (an exact spelling of theirs wins).
+                plan.dirs.setdefault(f"{root}/{folder}{name}/", (0, len(tail), exact - is_init))
+                if is_init:
+                    for file in ("test__init__.py", "test___init__.py"):
+                        plan.exact.setdefault(f"{root}/{folder}{name}/{file}", score)
+                        if not package:  # the top package's, at the root of its tests
+                            plan.exact.setdefault(f"{root}/{file}", score)
+
+
+def spec_aliases(spec: str) -> list[str]:
+    """Other spellings of a test file's path, tried when the path matches no source: its
+    folders without a test affix (``tests/test_pkg/`` as ``tests/pkg/``), then its name less
+    trailing words (``test_x_trace.py``, ``test_x_fb.py`` as ``test_x.py``: more test files
+    of one module), the longest first."""
+    path = PurePosixPath(spec)
+    folders = path.parts[:-1]
+    forms = list(dict.fromkeys([folders, tuple(without_test_affix(f) for f in folders)]))
+    stem = path.stem
+    words = stem.removeprefix("test_").removesuffix("_test").split("_")
+    styled = "test_{}.py" if stem.startswith("test_") else "{}_test.py"
+    names = [path.name]
+    if stem.startswith("test_") or stem.endswith("_test"):
+        names += [styled.format("_".join(words[:n])) for n in range(len(words) - 1, 0, -1)]
+    found = [PurePosixPath(*f, n).as_posix() for n in names for f in forms]
+    return [f for f in found if f != spec]
+
+
 def expected_paths(plans: list[PythonPlan], files: list[str], root: str = "tests") -> None:
-    """Fill in expected paths: mirrored when the test root mirrors the package, unique per
-    source."""
+    """Fill in expected paths: mirrored when the test root mirrors the package, a private
+    module under its public name (``test_base.py`` for ``_base.py``), unique per source."""
     test_dirs = {str(PurePosixPath(f).parent) for f in files if f.startswith(f"{root}/")}
     test_dirs |= {str(p) for d in list(test_dirs) for p in PurePosixPath(d).parents}
     for plan in plans:
-        plan.expected = f"{root}/test_{plan.module}.py"
-        for start in range(len(plan.package)):
-            if f"{root}/{plan.package[start]}" in test_dirs:
-                tail = "/".join(plan.package[start:])
-                plan.expected = f"{root}/{tail}/test_{plan.module}.py"
-                break
+        name = plan.module.lstrip("_") or plan.module
+        plan.expected = f"{root}/test_{name}.py"
+        public = tuple(p.lstrip("_") or p for p in plan.package)
+        found = (
+            "/".join(parts[start:])
+            for start in range(len(plan.package))
+            for parts in (plan.package, public)
+            if f"{root}/{parts[start]}" in test_dirs
+        )
+        if (tail := next(found, None)) is not None:
+            plan.expected = f"{root}/{tail}/test_{name}.py"
     taken: dict[str, list[PythonPlan]] = {}
     for plan in plans:
         taken.setdefault(plan.expected, []).append(plan)

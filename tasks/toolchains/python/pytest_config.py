@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import configparser
 import fnmatch
+import re
 import tomllib
 from pathlib import Path, PurePosixPath
 
@@ -27,15 +28,55 @@ def python_files_patterns(repo: Path) -> tuple[str, ...]:
 
 def python_test_roots(repo: Path) -> list[str]:
     """The directories the project's tests live in: pytest's ``testpaths`` (directories
-    inside the project), else those of ``tests/``, ``test/``, ``testing/`` that exist, else
-    ``tests``."""
+    inside the project; a package named there stands for its test directories, so that its
+    code is never taken for tests), else those of ``tests/``, ``test/``, ``testing/`` that
+    exist, else the packages' test directories (:func:`package_test_dirs`), else ``tests``."""
     roots: list[str] = []
     for entry in pytest_option(repo, "testpaths"):
         rel = PurePosixPath(entry.strip("/"))
         if rel.parts and ".." not in rel.parts and (repo / rel).is_dir():
-            roots.append(rel.as_posix())
+            inside = [rel / t for t in IN_PACKAGE_TESTS if (repo / rel / t).is_dir()]
+            package = (repo / rel / "__init__.py").is_file()
+            roots += [r.as_posix() for r in (inside if package and inside else [rel])]
     roots = roots or [d for d in ("tests", "test", "testing") if (repo / d).is_dir()]
+    roots = roots or package_test_dirs(repo)
     return list(dict.fromkeys(roots)) or ["tests"]
+
+
+#: A directory that names the package it tests: ``test_pkg``, ``pkg_tests``, ``pkg_unit_test``.
+TEST_AFFIX = re.compile(r"tests?_(?P<pre>\w+)|(?P<post>\w+?)(?:_unit)?_tests?")
+#: Test directories inside a package (``pkg/tests/test_x.py``).
+IN_PACKAGE_TESTS = ("tests", "test", "_tests", "testing")
+
+
+def without_test_affix(name: str) -> str:
+    """``test_pkg``/``pkg_tests`` -> ``pkg``; any other name as it is."""
+    if name in IN_PACKAGE_TESTS:
+        return name
+    found = TEST_AFFIX.fullmatch(name)
+    return (found.group("pre") or found.group("post")) if found else name
+
+
+def package_test_dirs(repo: Path) -> list[str]:
+    """Test trees of a project without a top-level ``tests/``: those inside its top-level
+    packages (``pkg/tests``, ``src/pkg/tests``), then top-level directories named after a
+    package (``pkg_tests``)."""
+    packages = [
+        d.relative_to(repo)
+        for base in (repo, repo / "src")
+        for d in (sorted(base.iterdir()) if base.is_dir() else [])
+        if d.is_dir() and (d / "__init__.py").is_file()
+    ]
+    inside = [
+        (p / t).as_posix() for p in packages for t in IN_PACKAGE_TESTS if (repo / p / t).is_dir()
+    ]
+    names = {p.name for p in packages}
+    named = sorted(
+        d.name
+        for d in repo.iterdir()
+        if d.is_dir() and d.name not in names and without_test_affix(d.name) in names
+    )
+    return inside + named
 
 
 def pytest_option(repo: Path, key: str) -> list[str]:

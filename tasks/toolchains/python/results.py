@@ -90,8 +90,9 @@ def parse_run(
     rootdir = Path(str(status["rootdir"])) if status and status.get("rootdir") else repo
     collection_errors: list[str] = []
     by_file: dict[str, str] = {}
+    collected: dict[tuple[str, str | None], str | None] = {}
     for case in root.iter("testcase"):
-        example, collection_error = _case(repo, case, rootdir)
+        example, collection_error = _case(repo, case, rootdir, collected)
         if collection_error is not None:
             collection_errors.append(collection_error)
             if example.file:
@@ -144,11 +145,18 @@ def _status_problem(
     return None
 
 
-def _case(repo: Path, case: Any, rootdir: Path) -> tuple[TestCaseResult, str | None]:
+def _case(
+    repo: Path, case: Any, rootdir: Path, memo: dict[tuple[str, str | None], str | None]
+) -> tuple[TestCaseResult, str | None]:
     classname = case.get("classname", "")
     name = case.get("name", "")
-    file = _from_rootdir(case.get("file"), rootdir, repo)
-    line_attr = case.get("line")
+    defined_in = case.get("file")
+    if (classname, defined_in) not in memo:
+        memo[classname, defined_in] = _collected_file(classname, defined_in, rootdir)
+    collected = memo[classname, defined_in]
+    file = _from_rootdir(collected or defined_in, rootdir, repo)
+    # An inherited test's line is in the module that defines it, not in the one collected.
+    line_attr = case.get("line") if collected is None else None
     status: TestStatus = "passed"
     message = error_type = trace = None
     for tag, mapped in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
@@ -190,6 +198,25 @@ def _case(repo: Path, case: Any, rootdir: Path) -> tuple[TestCaseResult, str | N
         ),
         None,
     )
+
+
+def _collected_file(classname: str, defined_in: str | None, rootdir: Path) -> str | None:
+    """The test file pytest collected a case from, when it is not the file defining the test.
+
+    xunit1's ``file`` is where the test function is written; the ``classname`` comes from the
+    node id (``tests.test_child.TestChild``), whose module is the file collected. They differ
+    for a test class inherited by another test module: its tests run, pass and fail as the
+    inheriting module's. None when they agree or the classname names no file of the rootdir.
+    """
+    parts = [p for p in classname.split(".") if p]
+    if not defined_in or not parts or not all(p.isidentifier() for p in parts):
+        return None
+    while parts:
+        candidate = "/".join(parts) + ".py"
+        if (rootdir / candidate).is_file():
+            return None if Path(candidate) == Path(defined_in) else candidate
+        parts.pop()
+    return None
 
 
 def _from_rootdir(file: str | None, rootdir: Path, repo: Path) -> str | None:

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from tasks.core.errors import CoverageError
-from tasks.core.types import CommandResult, FileCoverage
-from tasks.facts.coverage import load_coverage_contexts, parse_coverage
+from tasks.facts.coverage import parse_coverage
+from tasks.facts.coverage_data import load_data_contexts
 from tasks.facts.evidence import body_lines_run
 from tasks.toolchains.base import (
     LINT_TIMEOUT_S,
@@ -42,6 +42,7 @@ from tasks.toolchains.base import (
     Toolchain,
     ToolchainError,
 )
+from tasks.toolchains.python.coverage_config import coverage_config
 from tasks.toolchains.python.env import isolated_python
 from tasks.toolchains.python.project import package_roots, project_packages, write_version_files
 from tasks.toolchains.python.results import parse_run
@@ -66,6 +67,21 @@ ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
 def source_root(repo: Path) -> str:
     """What coverage measures: ``src`` for a src layout, else the repository root."""
     return "src" if (repo / "src").is_dir() else "."
+
+
+def measured_files(repo: Path) -> list[str]:
+    """``coverage run``'s options for what it measures, the project's configuration first:
+    its ``source``/``source_pkgs`` (a package of the worktree given as its directory, so an
+    unimported one is measured at 0 %), nothing when it measures by ``include``, else the
+    source root; and ``--omit`` with the project's ``[run] omit`` kept (an option replaces
+    the configuration's value; ours only adds tests and scratch)."""
+    config = coverage_config(repo)
+    source: list[str] = []
+    if config.source or config.source_pkgs:
+        source = [f"--source={','.join(config.source_dirs(repo))}"]
+    elif not config.include:
+        source = [f"--source={source_root(repo)}"]
+    return [*source, f"--omit={','.join((*config.run_omit, OMIT))}"]
 
 
 def default_home() -> Path:
@@ -130,7 +146,20 @@ def run_tests(
         result.target = target
         suite = SuiteResult(validation=result, prepared=prepared, load_errors=load_errors)
         if coverage and (result.loaded or result.examples):
-            measure(chain, repo, runner, py, env, run_dir, suite, contexts=contexts, target=target)
+            # The run's own limit (None: the sandbox's), never less than a linter's.
+            report_s = None if timeout_s is None else max(LINT_TIMEOUT_S, timeout_s)
+            measure(
+                chain,
+                repo,
+                runner,
+                py,
+                env,
+                run_dir,
+                suite,
+                contexts=contexts,
+                target=target,
+                timeout_s=report_s,
+            )
         if target is not None:
             result.coverage = suite.files.get(target)
         if reports_dir is not None:
@@ -153,7 +182,9 @@ def environment(
     Autopilot's plugin needs to check where the project's packages come from."""
     env = {
         **ENV,
-        "PYTHONPATH": os.pathsep.join([str(run_dir), *map(str, roots)]),
+        # A flat layout's root too: a test's own subprocess imports the worktree's code, as
+        # it would through an editable install.
+        "PYTHONPATH": os.pathsep.join([str(run_dir), *map(str, roots or [repo])]),
         "AUTOPILOT_STATUS": str(status_file),
         "AUTOPILOT_ROOTS": json.dumps([str(r) for r in [*roots, repo]]),
         "AUTOPILOT_PACKAGES": json.dumps(packages),
@@ -209,8 +240,7 @@ def pytest_argv(
         "run",
         "--branch",
         f"--data-file={run_dir / '.coverage'}",
-        f"--source={source_root(repo)}",
-        f"--omit={OMIT}",
+        *measured_files(repo),
     ]
     return [
         *(measure if coverage else [py]),
@@ -249,10 +279,13 @@ def measure(
     *,
     contexts: bool,
     target: str | None = None,
+    timeout_s: float | None = LINT_TIMEOUT_S,
 ) -> None:
     """The coverage JSON of the run (combined first when the project's configuration made
     coverage write parallel data files) into `suite`: of `target` alone when one is given
-    (without `contexts`), else of every measured file (unimported ones at 0 %)."""
+    (without `contexts`), else of every measured file (unimported ones at 0 %). A report that
+    could not be made is one line in ``suite.errors`` (a large suite's report with contexts
+    takes as long as a run may: `timeout_s`), never coverage read as 0 %."""
     data_file = run_dir / ".coverage"
     parallel = sorted(run_dir.glob(".coverage.*"))
     cov = [py, "-m", "coverage"]
@@ -261,40 +294,35 @@ def measure(
             [*cov, "combine", f"--data-file={data_file}", "-q", *map(str, parallel)],
             cwd=repo,
             env=env,
-            timeout_s=LINT_TIMEOUT_S,
+            timeout_s=timeout_s,
         )
     if not data_file.is_file():
         return
     json_out = run_dir / "coverage.json"
     argv = [*cov, "json", f"--data-file={data_file}", "-o", str(json_out), "-q"]
-    if contexts:
-        argv.append("--show-contexts")
     # Reporting every file of the source root parses each of them, for every file job's run:
     # only the target's coverage is read then (a name with glob characters is not a filter).
     alone = not contexts and target is not None and not any(c in target for c in "*?[]")
     if alone:
         argv.append(f"--include={repo / str(target)}")
-    report = runner.run(argv, cwd=repo, env=env, timeout_s=LINT_TIMEOUT_S)
+    report = runner.run(argv, cwd=repo, env=env, timeout_s=timeout_s)
     suite.validation.duration_s += report.duration_s
-    if alone and not json_out.is_file() and "No data to report" in report.stdout:
-        suite.files = {}  # the target was not measured at all: no coverage, as without a filter
-    else:
-        suite.files = _coverage(repo, json_out, report)
-    if contexts and json_out.is_file():
+    if not json_out.is_file() and "No data to report" in report.stdout + report.stderr:
+        suite.files = {}  # nothing was measured (the target not at all): no coverage
+        return
+    try:
+        if report.reason or not json_out.is_file():
+            said = tail(report.stderr or report.stdout).strip().replace("\n", " ")
+            raise CoverageError(report.reason or f"exit {report.exit_code}: {said}")
+        suite.files = parse_coverage(json_out, repo)
+    except CoverageError as exc:
+        log.warning("%s: coverage json failed: %s", repo, exc)
+        suite.errors.append(f"coverage json: {exc}")
+        return
+    if contexts:
+        # From the data file: the JSON report of every line's contexts can outgrow any limit.
         try:
-            suite.set_evidence(
-                body_lines_run(load_coverage_contexts(json_out, repo), repo, chain.body_lines)
-            )
+            found = load_data_contexts(data_file, repo)
+            suite.set_evidence(body_lines_run(found, repo, chain.body_lines))
         except CoverageError as exc:
             log.warning("test contexts of %s unusable: %s", repo, exc)
-
-
-def _coverage(repo: Path, json_out: Path, cmd: CommandResult) -> dict[str, FileCoverage]:
-    if not json_out.is_file():
-        log.warning("%s: coverage json failed (exit %s): %s", repo, cmd.exit_code, tail(cmd.stderr))
-        return {}
-    try:
-        return parse_coverage(json_out, repo)
-    except CoverageError as exc:
-        log.warning("coverage of %s unusable: %s", repo, exc)
-        return {}

@@ -107,6 +107,9 @@ class BundleBuilder:
     def toolchain_id(self) -> str:
         return toolchain_id()
 
+    def key_values(self, project: Path) -> dict[str, str]:
+        return {}
+
     def install_programs(self) -> list[str]:
         return []  # Ruby and Bundler are the system's, which every sandbox shows
 

@@ -44,7 +44,7 @@ def test_package_from_index_runs_through_env_built_once(tmp_path: Path, source: 
         assert first.inputs == ["pyproject.toml", "uv.lock"]
         assert "sync --frozen --no-install-project" in record["commands"][0]
     else:
-        assert first.inputs == ["requirements.txt"]
+        assert first.inputs == ["pyproject.toml", "requirements.txt"]
         assert any("-r requirements.txt" in c for c in record["commands"])
     probe = subprocess.run(
         [

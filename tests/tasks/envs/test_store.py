@@ -273,19 +273,3 @@ def test_users_own_environment_and_preparation_off(tmp_path: Path) -> None:
     assert own.env["BUNDLE_PATH"] == str(tmp_path / "vendor" / "bundle")
     assert "BUNDLE_GEMFILE" not in own.env  # found from the run's directory (a copy too)
     assert own.env["PATH"].startswith("/opt/ruby-3.3/bin:")
-
-
-def test_uv_sync_takes_the_groups_tests_need(tmp_path: Path) -> None:
-    """Projects keep pytest plugins in groups named for tests (found on a real project whose
-    `testing` group holds pytest-examples and pytest-mock)."""
-    from tasks.toolchains.python.prepared import test_groups
-
-    (tmp_path / "pyproject.toml").write_text(
-        '[project]\nname = "x"\nversion = "0"\n'
-        "[dependency-groups]\n"
-        'linting = ["ruff"]\ntesting = ["pytest-mock"]\ndev = ["ipdb"]\ndocs = ["mkdocs"]\n'
-        'unit-tests = ["pytest"]\n'
-    )
-    assert test_groups(tmp_path) == ["dev", "testing", "unit-tests"]
-    (tmp_path / "pyproject.toml").write_text("not toml [")
-    assert test_groups(tmp_path) == []

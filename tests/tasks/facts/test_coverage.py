@@ -235,6 +235,36 @@ def test_paths_outside_repo_dropped_and_relative_paths_kept(tmp_path: Path) -> N
     )
 
 
+def test_an_older_coverage_pys_non_statement_lines_are_not_counted(tmp_path: Path) -> None:
+    # What coverage.py 7.2.7 writes for a class whose docstring runs (line 2): the docstring is
+    # in `executed_lines` but not a statement; its own report says 5 of 6 statements (83 %).
+    entry = {
+        "executed_lines": [1, 2, 5, 7, 9, 12],
+        "summary": {
+            "covered_lines": 5,
+            "num_statements": 6,
+            "percent_covered": 83.33333333333333,
+            "percent_covered_display": "83",
+            "missing_lines": 1,
+            "excluded_lines": 0,
+            "num_branches": 0,
+            "num_partial_branches": 0,
+            "covered_branches": 0,
+            "missing_branches": 0,
+        },
+        "missing_lines": [13],
+        "excluded_lines": [],
+        "executed_branches": [],
+        "missing_branches": [],
+    }
+    meta = {"version": "7.2.7", "branch_coverage": True, "show_contexts": False}
+    report = tmp_path / "coverage.json"
+    report.write_text(json.dumps({"meta": meta, "files": {"m.py": entry}}))
+    got = parse_coverage(report, tmp_path)["m.py"]
+    assert (got.executable_lines, got.covered_lines, got.uncovered_lines) == (6, 5, [13])
+    assert math.isclose(got.ratio * 100, entry["summary"]["percent_covered"])  # type: ignore[index]
+
+
 def test_merge_coverage_covered_in_any(tmp_path: Path) -> None:
     a = {
         "x.py": FileCoverage(

@@ -11,7 +11,7 @@ import pytest
 from tasks.core.errors import BadInputError
 from tasks.core.types import MappedFile
 from tasks.toolchains.mapping import discover_sources, list_files, map_repo
-from tasks.toolchains.registry import detect_toolchain
+from tasks.toolchains.registry import detect_toolchain, get_toolchain
 
 
 def _tree(root: Path, files: Iterable[str] | dict[str, str]) -> Path:
@@ -441,3 +441,148 @@ def test_project_inside_a_larger_git_repo(tmp_path: Path) -> None:
     ]
     # A project inside an ignored directory is still listed (by walking it).
     assert map_repo(outer / "scratch/copy").untested == ["app/models/order.rb"]
+
+
+# --- layouts met in the field (issue 24) ------------------------------------------------------
+
+
+def test_python_tests_inside_the_package(tmp_path: Path) -> None:
+    repo = _tree(
+        tmp_path,
+        {
+            "setup.cfg": "",
+            "pkg/__init__.py": "",
+            "pkg/core.py": "C = 1\n",
+            "pkg/helpers.py": "H = 1\n",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/engine.py": "E = 1\n",
+            "pkg/tests/__init__.py": "",
+            "pkg/tests/test_core.py": "",
+            "pkg/sub/tests/test_engine.py": "",
+        },
+    )
+    assert detect_toolchain(repo) == "python-pytest"  # no top-level tests/: still pytest's
+    got = {f.source: (f.specs, f.expected_spec) for f in map_repo(repo).files}
+    assert got == {
+        "pkg/core.py": (["pkg/tests/test_core.py"], "pkg/tests/test_core.py"),
+        "pkg/sub/engine.py": (["pkg/sub/tests/test_engine.py"], "pkg/tests/test_engine.py"),
+        # New tests go where the project keeps its tests.
+        "pkg/helpers.py": ([], "pkg/tests/test_helpers.py"),
+    }
+    # pytest's testpaths naming the package means its test directories, never its code.
+    (repo / "pytest.ini").write_text("[pytest]\ntestpaths = pkg\n")
+    rules = get_toolchain("python-pytest").file_rules(repo)
+    assert rules.test_roots == ["pkg/tests"]
+    assert not rules.is_test_side("pkg/core.py") and rules.is_test_side("pkg/tests/test_core.py")
+    assert map_repo(repo).files[1].expected_spec == "pkg/tests/test_helpers.py"
+
+
+def test_python_test_tree_named_after_the_package(tmp_path: Path) -> None:
+    repo = _tree(
+        tmp_path,
+        [
+            "pyproject.toml",
+            "src/pkg/__init__.py",
+            "src/pkg/core.py",
+            "src/pkg/io/__init__.py",
+            "src/pkg/io/reader.py",
+            "tests/test_pkg/__init__.py",
+            "tests/test_pkg/test_core.py",
+            "tests/test_pkg/test_io/test_reader.py",
+            "tests/test_pkg/io/test_reader_errors.py",
+        ],
+    )
+    got = {f.source: f.specs for f in map_repo(repo).files}
+    assert got == {
+        "src/pkg/core.py": ["tests/test_pkg/test_core.py"],
+        "src/pkg/io/reader.py": [
+            "tests/test_pkg/io/test_reader_errors.py",
+            "tests/test_pkg/test_io/test_reader.py",
+        ],
+    }
+    # A package's own tests: in its folder under any name, or named after __init__.
+    tree = {
+        "pkg/__init__.py": "X = 1\n",
+        "pkg/utils/__init__.py": "def f():\n    return 1\n",
+        "pkg/parsers/__init__.py": "",
+        "pkg/parsers/rst/__init__.py": "class Parser:\n    pass\n",
+        "pkg/parsers/rst/tables.py": "T = 1\n",
+    }
+    specs = [
+        "test/test__init__.py",
+        "test/test_utils/test__init__.py",
+        "test/test_parsers/test_rst/test_block_quotes.py",
+        "test/test_parsers/test_rst/test_tables.py",
+    ]
+    docs = _tree(tmp_path / "d", {**tree, "setup.py": "", **dict.fromkeys(specs, "")})
+    assert {f.source: f.specs for f in map_repo(docs).files} == {
+        "pkg/__init__.py": ["test/test__init__.py"],
+        "pkg/utils/__init__.py": ["test/test_utils/test__init__.py"],
+        "pkg/parsers/rst/__init__.py": ["test/test_parsers/test_rst/test_block_quotes.py"],
+        "pkg/parsers/rst/tables.py": ["test/test_parsers/test_rst/test_tables.py"],
+    }
+    # A top-level tree named after the package is its test root.
+    other = _tree(
+        tmp_path / "o", ["setup.py", "lib/__init__.py", "lib/x.py", "lib_tests/test_x.py"]
+    )
+    assert {f.source: f.specs for f in map_repo(other).files} == {
+        "lib/x.py": ["lib_tests/test_x.py"]
+    }
+
+
+def test_python_private_modules_are_tested_under_their_public_name(tmp_path: Path) -> None:
+    repo = _tree(
+        tmp_path,
+        [
+            "pyproject.toml",
+            "src/pkg/_base.py",
+            "src/pkg/_impl/__init__.py",
+            "src/pkg/_impl/_engine.py",
+            "src/pkg/_util.py",
+            "src/pkg/util.py",
+            "tests/test_base.py",
+            "tests/impl/test_engine.py",
+            "tests/test_util.py",
+        ],
+    )
+    mapping = map_repo(repo)
+    got = {f.source: f.specs for f in mapping.files}
+    # A new test of a private module is named as its public name.
+    expected = {f.source: f.expected_spec for f in mapping.files}
+    assert expected["src/pkg/_impl/_engine.py"] == "tests/impl/test_engine.py"
+    assert got == {
+        "src/pkg/_base.py": ["tests/test_base.py"],
+        "src/pkg/_impl/_engine.py": ["tests/impl/test_engine.py"],
+        # The exact spelling wins when both exist.
+        "src/pkg/util.py": ["tests/test_util.py"],
+        "src/pkg/_util.py": [],
+    }
+
+
+def test_python_more_test_files_per_module(tmp_path: Path) -> None:
+    repo = _tree(
+        tmp_path,
+        [
+            "pyproject.toml",
+            "src/pkg/lazy_loader.py",
+            "src/pkg/graph.py",
+            "src/pkg/graph_view.py",
+            "tests/test_lazy_loader.py",
+            "tests/test_lazy_loader_trace.py",
+            "tests/test_lazy_loader_fb.py",
+            "tests/test_graph_view.py",
+            "tests/test_graph_view_extra.py",
+            "tests/graph_slow_test.py",
+        ],
+    )
+    got = {f.source: f.specs for f in map_repo(repo).files}
+    assert got == {
+        "src/pkg/lazy_loader.py": [
+            "tests/test_lazy_loader.py",
+            "tests/test_lazy_loader_fb.py",
+            "tests/test_lazy_loader_trace.py",
+        ],
+        # The longest module name that a file's name starts with takes it.
+        "src/pkg/graph_view.py": ["tests/test_graph_view.py", "tests/test_graph_view_extra.py"],
+        "src/pkg/graph.py": ["tests/graph_slow_test.py"],
+    }

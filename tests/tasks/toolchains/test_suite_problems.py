@@ -7,6 +7,7 @@ Unit tests over the outputs the tools really print (pytest 9, RSpec 3.12, Bundle
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,39 @@ def test_an_option_from_a_missing_plugin_is_a_usage_error_with_a_hint() -> None:
     assert problem.cause == "environment"
     assert problem.message == "unrecognized arguments: --cov=inventory --cov-report=term"
     assert problem.hint is not None and "set `python` in autopilot.toml" in problem.hint
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "strict", ["addopts = --strict-config", "filterwarnings = error"], ids=["strict", "werror"]
+)
+@pytest.mark.parametrize(
+    ("option", "plugin"),
+    [("asyncio_default_fixture_loop_scope", "pytest-asyncio"), ("frobnicate_level", None)],
+)
+def test_an_unknown_config_option_names_the_plugin_that_is_missing(
+    tmp_path: Path, strict: str, option: str, plugin: str | None
+) -> None:
+    # The real pytest, without the plugin that registers the option.
+    (tmp_path / "pytest.ini").write_text(f"[pytest]\n{strict}\n{option} = function\n")
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode in (3, 4), done.stdout
+    problem = diagnose_pytest(
+        done.stdout + done.stderr, done.returncode, tmp_path, [], "venv/bin/python"
+    )
+    assert problem.cause == "environment"
+    assert problem.message == f"Unknown config option: {option}"
+    assert problem.hint is not None and "venv/bin/python" in problem.hint
+    if plugin is not None:
+        assert problem.hint.startswith(f"{option} is an option of {plugin}, which venv/bin/python")
+    else:
+        assert problem.hint.startswith(f"no plugin installed in venv/bin/python registers {option}")
 
 
 def test_an_interpreter_without_coverage_says_so() -> None:
