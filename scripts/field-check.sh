@@ -4,6 +4,9 @@
 # errors, the time each step took). The JSON documents are kept for a closer look.
 #
 # Usage: scripts/field-check.sh REPO [--python PATH] [--out DIR] [--ref REF]
+#        scripts/field-check.sh --list FILE [--work DIR] [--only NAME]...
+#   --list FILE    many projects, each against the framework's own run, one row each
+#                  (scripts/field_check.py; scripts/field-projects.txt is the rehearsal's list)
 #   --python PATH  the project's interpreter (its virtualenv's python), as `python =` in
 #                  autopilot.toml would name it; default: Autopilot's isolated one
 #   --out DIR      where map.json, audit.json and audit.stderr go (default: a temp directory)
@@ -14,12 +17,15 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 autopilot="$here/.venv/bin/autopilot"
 py="$here/.venv/bin/python"
 repo="" out="" ref="HEAD"
+if [ "${1:-}" = "--list" ]; then
+  exec "$py" "$here/scripts/field_check.py" "$@"
+fi
 while [ $# -gt 0 ]; do
   case "$1" in
     --python) export AUTOPILOT_PYTHON="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --ref) ref="$2"; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) repo="$1"; shift ;;
   esac
 done

@@ -180,12 +180,20 @@ def _pytest(runner, copy: Path, home: Path, env_dir: Path | None) -> tuple:  # t
 
 def _jest(runner, copy: Path, env_dir: Path | None) -> tuple:  # type: ignore[no-untyped-def,type-arg]
     modules = env_dir / "node_modules" if env_dir is not None else copy / "node_modules"
+    extra: list[str] = []
+    if not modules.exists():  # nothing installed: Autopilot's own tools, as the audit used
+        modules = ROOT / "toolchains" / "node" / "node_modules"
+        runner.toolchain_dirs.append(str(modules))
+        own = any(copy.glob("jest.config.*")) or "jest" in json.loads(
+            (copy / "package.json").read_text()
+        )
+        extra = [] if own else ["--preset", "ts-jest"]
     if not (copy / "node_modules").exists():
         (copy / "node_modules").symlink_to(modules)
     jest = str(modules / "jest" / "bin" / "jest.js")
     runner.run(["node", jest, "--ci", "--json", f"--outputFile={copy}/ref.json", "--coverage",
-                "--coverageReporters=json-summary", f"--coverageDirectory={copy}/ref-cov"],
-               cwd=copy, env={"NODE_OPTIONS": "--experimental-vm-modules"})  # fmt: skip
+                "--coverageReporters=json-summary", f"--coverageDirectory={copy}/ref-cov",
+                *extra], cwd=copy, env={"NODE_OPTIONS": "--experimental-vm-modules"})  # fmt: skip
     doc = json.loads((copy / "ref.json").read_text())
     skipped = doc.get("numPendingTests", 0) + doc.get("numTodoTests", 0)
     counts = (doc["numTotalTests"], doc["numPassedTests"], doc["numFailedTests"], skipped)
@@ -238,7 +246,7 @@ def check(name: str, source: str, work: Path) -> Row:
             return row
         row.ran = "yes" if report["suite"]["ran"] else "no"
         t = report["summary"]["tests"]
-        row.ours = (t["total"], t["passed"], t["failed"] + t["errors"], t["skipped"])
+        row.ours = (t["tests"], t["passed"], t["failed"] + t["errors"], t["skipped"])
         counts, ratios = reference(row.stack, repo, work / "home", _env_dir(work / "home", stderr))
         row.theirs = counts
         ours = {f["source"]: f for f in report["files"]}
