@@ -73,7 +73,7 @@ def package_test_dirs(repo: Path) -> list[str]:
     names = {p.name for p in packages}
     named = sorted(
         d.name
-        for d in repo.iterdir()
+        for d in (repo.iterdir() if repo.is_dir() else [])
         if d.is_dir() and d.name not in names and without_test_affix(d.name) in names
     )
     return inside + named
