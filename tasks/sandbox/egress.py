@@ -234,7 +234,9 @@ def host_upstream() -> str | None:
 @contextlib.contextmanager
 def egress_proxy(policy: EgressPolicy, upstream: str | None = None) -> Iterator[EgressProxy]:
     """Run a proxy on a Unix socket in a private directory for the body's install steps."""
-    directory = tempfile.mkdtemp(prefix="autopilot-egress-")
+    # A Unix socket's path is at most 107 bytes: /tmp rather than a long TMPDIR when it can.
+    short = "/tmp" if os.access("/tmp", os.W_OK) else None
+    directory = tempfile.mkdtemp(prefix="autopilot-egress-", dir=short)
     proxy = EgressProxy(socket_dir=directory, policy=policy, upstream=upstream)
     server = _Server(proxy.socket_path, _Handler)
     server.proxy = proxy
