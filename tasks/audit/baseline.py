@@ -94,9 +94,11 @@ def run_baseline(
     suite.broken, suite.prepared, suite.load_errors = broken, prepared, load_errors
     specs = list_specs(project, chain.name)
     v = suite.validation
-    if broken and not v.examples and set(specs) <= set(broken):
+    environment = v.problem is not None and v.problem.cause == "environment"
+    if broken and not v.examples and set(specs) <= set(broken) and not environment:
         # Every test file was set aside: nothing ran, for the reason the first run gave (not
-        # the re-run's, which only says it found no test: Jest's "No tests found").
+        # the re-run's, which only says it found no test: Jest's "No tests found"); a re-run
+        # that found the environment at fault (a package imported from outside) says that.
         _not_run(v, _every_file(chain, first.problem), first.load_error)
     elif v.loaded and v.reason is None and not v.examples and specs:
         _not_run(

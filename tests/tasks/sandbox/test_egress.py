@@ -149,7 +149,10 @@ answer = s.recv(4096).decode(errors="replace")
 print("CONNECT", answer.splitlines()[0] if answer else "closed")
 if " 200 " in answer:
     s.sendall(b"GET /via-connect HTTP/1.0\\r\\n\\r\\n")
-    print("TUNNEL", s.recv(4096).decode(errors="replace").splitlines()[-1])
+    reply = b""
+    while chunk := s.recv(4096):  # HTTP/1.0: the server closes after its answer
+        reply += chunk
+    print("TUNNEL", reply.decode(errors="replace").splitlines()[-1])
 try:
     socket.create_connection(("127.0.0.1", port), timeout=3)
     print("DIRECT connected")
