@@ -38,6 +38,7 @@ NOISY_LIBRARIES = (
     "graphviz",
     "PIL",
     "git",
+    "psycopg",
 )
 
 

@@ -141,6 +141,17 @@ class HistoryStore:
                 out.setdefault(r[0], []).append(_seen_result(r))
         return out
 
+    def results_of(self, repo: str, test: str, limit: int) -> list[SeenResult]:
+        """The last `limit` results of one test, by its key or by any id it was reported as."""
+        rows = self.conn.query(
+            "SELECT test_key, test_id, status, source, duration, file, message, run_id, "
+            "commit_sha, observed_at FROM test_results WHERE repo = ? AND test_key IN "
+            "(SELECT test_key FROM test_results WHERE repo = ? AND (test_key = ? OR test_id = ?)) "
+            "ORDER BY observed_at DESC LIMIT ?",
+            (repo, repo, test, test, limit),
+        )
+        return [_seen_result(r) for r in rows]
+
     def flipped_keys(self, repo: str, since: dt.datetime) -> list[str]:
         """Tests that both passed and failed at one commit since `since` (candidates for the
         quarantine; the rule then looks at their last runs)."""

@@ -15,7 +15,7 @@ import datetime as dt
 
 from pydantic import BaseModel, Field
 
-from tasks.history.records import Flow, Quarantine, RunRecord, Skip
+from tasks.history.records import Flow, Quarantine, RunRecord, SeenResult, SeenVerdict, Skip
 
 
 class TrendPoint(BaseModel):
@@ -43,6 +43,29 @@ class TrendPoint(BaseModel):
     def label(self) -> str:
         """How the chart's axis names the run."""
         return f"{self.started_at:%m-%d %H:%M}\n{self.commit[:7]}"
+
+
+class TestHistory(BaseModel):
+    """One test's results (``autopilot history --test``), newest first."""
+
+    __test__ = False  # not a pytest test class
+
+    test: str
+    results: list[SeenResult]
+    quarantine: Quarantine | None = None
+
+
+class HistoryDocument(BaseModel):
+    """The ``autopilot history --json`` document."""
+
+    store: str = Field(description="Where the history is kept (no password)")
+    repo: str = Field(description="The repository as the history names it")
+    runs: list[TrendPoint] = Field(description="The last runs, oldest first (shards merged)")
+    quarantined: list[Quarantine] = Field(description="Tests quarantined as flaky now")
+    skipped: list[SeenVerdict] = Field(
+        description="Files the last nightly skipped because of their earlier rejections"
+    )
+    test: TestHistory | None = Field(None, description="The test asked for with --test")
 
 
 def trend(runs: list[RunRecord]) -> list[TrendPoint]:
