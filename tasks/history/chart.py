@@ -63,7 +63,8 @@ def _quality(ax: Any, points: list[TrendPoint], xs: list[int]) -> None:
     judge = [p.judge_median if n else None for p, n in zip(points, nightly, strict=True)]
     _line(ax, xs, cover, "line coverage", "#2f80ed")
     _line(ax, xs, judge, "judge median", "#f2994a")
-    ax.legend(loc="lower right", fontsize=8)
+    if ax.get_lines():
+        ax.legend(loc="lower right", fontsize=8)
 
 
 def _verdicts(ax: Any, points: list[TrendPoint], xs: list[int]) -> None:
@@ -89,7 +90,7 @@ def _repair(ax: Any, points: list[TrendPoint], xs: list[int]) -> None:
     ax.set_ylim(0.0, 1.05)
     _line(ax, xs, [p.autonomous_fix_rate for p in points], "autonomous fix rate", "#27ae60")
     _line(ax, xs, [p.human_intervention_rate for p in points], "human intervention", "#eb5757")
-    if any(p.groups for p in points):
+    if ax.get_lines():
         ax.legend(loc="upper left", fontsize=8)
 
 

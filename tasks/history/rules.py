@@ -90,12 +90,12 @@ def skip_of(verdicts: Sequence[SeenVerdict], skip_key: str, after: int, nights: 
     ):
         return None
     last = tries[0]
-    runs = "night" if after == 1 else f"{after} nights running"
+    running = "" if after == 1 else f" {after} nights running"
     why = last.reasons[0] if last.reasons else ""
     reason = (
-        f"skipped by memory ({skipped + 1} of {nights}): rejected at the {gate} gate "
-        f"{runs} (last {last.observed_at:%Y-%m-%d}, run {last.run_id[:8]}) with unchanged "
-        f"source, skill and prompts" + (f": {why}" if why else "")
+        f"skipped by memory ({skipped + 1} of {nights}): rejected at the {gate} gate{running} "
+        f"(last {last.observed_at:%Y-%m-%d}, run {last.run_id[:8]}) with unchanged source, "
+        f"skill and prompts" + (f": {why}" if why else "")
     )
     return Skip(
         source=last.source,
