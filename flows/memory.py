@@ -82,6 +82,8 @@ class Memory:
         #: A nightly's skip keys (source -> digest) and the targets it skips tonight.
         self.skip_keys: dict[str, str | None] = {}
         self.skipped: dict[str, Skip] = {}
+        #: The earlier outcomes of this run's repair signatures (asked before it repairs).
+        self.seen_before: dict[str, list[SeenGroup]] = {}
 
     @classmethod
     def open(cls, settings: Settings, root: Path, sub: str = "") -> Memory:
@@ -203,7 +205,9 @@ class Memory:
         if not signatures:
             return {}
         empty: dict[str, list[SeenGroup]] = {}
-        return self.ask(lambda s: s.groups(self.repo, signatures, EARLIER_SHOWN), empty)
+        found = self.ask(lambda s: s.groups(self.repo, signatures, EARLIER_SHOWN), empty)
+        self.seen_before.update(found)
+        return found
 
     def points(self) -> list[TrendPoint]:
         """The trend of the last runs (this one included once written)."""

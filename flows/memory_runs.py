@@ -14,6 +14,7 @@ import logging
 import statistics
 from collections.abc import Sequence
 
+from flows.audit import artifact_key
 from flows.memory import Memory
 from tasks.core.prices import call_cost, price_per_token
 from tasks.core.types import TestCaseResult
@@ -150,10 +151,10 @@ def repair_batch(
     return RunBatch(run=run, observations=[*seen, *repeats(state.groups)], groups=groups)
 
 
-def seen_before_lines(memory: Memory, signatures: Sequence[str]) -> dict[str, str]:
-    """Each signature seen before, with its earlier outcomes in words (the artifact's)."""
+def seen_before_lines(memory: Memory) -> dict[str, str]:
+    """Each of the run's signatures seen before, with its earlier outcomes in words."""
     out: dict[str, str] = {}
-    for signature, earlier in memory.earlier(list(signatures)).items():
+    for signature, earlier in memory.seen_before.items():
         out[signature] = "; ".join(
             f"{g.outcome or 'open'} after {g.attempts} attempt(s) on {g.observed_at:%Y-%m-%d} "
             f"(run {g.run_id[:8]})"
@@ -164,13 +165,13 @@ def seen_before_lines(memory: Memory, signatures: Sequence[str]) -> dict[str, st
 
 def publish_history(
     memory: Memory,
-    key: str,
+    name: str,
     quarantine: Sequence[Quarantine] = (),
     skips: Sequence[Skip] = (),
-    seen_before: dict[str, str] | None = None,
 ) -> str | None:
     """The run's history artifact (markdown: the trend, the quarantine, the skips, the
-    signatures seen before, the chart); returns its markdown, None without a store."""
+    signatures seen before, the chart), keyed ``history-<name>``; returns its markdown, None
+    without a store."""
     if not memory.available:
         return None
     from prefect.artifacts import create_markdown_artifact
@@ -178,12 +179,13 @@ def publish_history(
     points = memory.points()
     listed = list(quarantine) or memory.all_quarantined()
     try:
-        chart: bytes | None = render_trend_chart(points, f"Autopilot trend: {memory.repo}")
+        chart: bytes | None = render_trend_chart(points, f"Autopilot trend: {name}")
     except (ValueError, RuntimeError, OSError) as exc:  # a picture never fails the run
         log.error("trend chart not drawn: %s", exc)
         chart = None
     text = trend_markdown(
-        memory.repo, memory.where, points, listed, list(skips), seen_before or {}, chart
+        memory.repo, memory.where, points, listed, list(skips), seen_before_lines(memory), chart
     )
+    key = artifact_key("history", name)
     create_markdown_artifact(text, key=key, description=f"Memory across runs of {memory.repo}")
     return text

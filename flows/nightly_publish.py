@@ -60,7 +60,7 @@ def publish_nightly(
         memory, report, coverage, examples, memory.skip_keys, memory.skipped, records
     )
     memory.write(batch)
-    publish_history(memory, artifact_key("history", path.name), skips=list(memory.skipped.values()))
+    publish_history(memory, path.name, skips=list(memory.skipped.values()))
     memory.close()
 
 

@@ -214,7 +214,7 @@ def post_merge(
         commit=base,
     )
     result = _close(state, saver, run_archive, path.name, delivery)
-    publish_history(memory, artifact_key("history", path.name), list(memory.flagged.values()))
+    publish_history(memory, path.name, list(memory.flagged.values()))
     memory.close()
     return result
 

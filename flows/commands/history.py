@@ -80,7 +80,8 @@ def run(
         if chart is not None:
             from tasks.history.chart import render_trend_chart
 
-            chart.write_bytes(render_trend_chart(doc.runs, f"Autopilot trend: {doc.repo}"))
+            title = f"Autopilot trend: {repo.resolve().name}"
+            chart.write_bytes(render_trend_chart(doc.runs, title))
     except (AutopilotError, HistoryUnavailable) as exc:
         print(f"autopilot: error: history: {exc}", file=sys.stderr)
         return 2
