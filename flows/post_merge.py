@@ -258,7 +258,7 @@ def _repair_in(
                 state.run_id, state.base_commit, state.project = run.run_id, run.commit, run.sub
                 state.archive_uri = run.archive_uri
                 state.report_errors = [*run.report_errors, *state.report_errors]
-                with_memory(state, run.memory, settings)
+                with_memory(state, run.memory, settings, run.reports)
                 saver.run(state, "scout")
             if state.groups and (client is None or ready.problem):
                 to_person(state, ready.problem)

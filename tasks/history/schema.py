@@ -124,6 +124,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 signature TEXT NOT NULL,
                 run_id TEXT NOT NULL,
                 claimed_at TEXT NOT NULL,
+                reports TEXT NOT NULL DEFAULT '',
                 PRIMARY KEY (repo, commit_sha, signature)
             )""",
             "CREATE INDEX repair_claims_by_run ON repair_claims (run_id)",

@@ -215,24 +215,28 @@ class HistoryStore:
         run_id: str,
         window_s: float,
         now: dt.datetime,
+        reports: str = "",
     ) -> tuple[dict[str, str], str | None]:
         """Claim `signatures` of `commit` for `run_id`, atomically: a signature another run
-        claimed within `window_s` stays that run's; an older claim is taken over.
+        claimed within `window_s` with other reports stays that run's (a shard of the commit
+        took it); one claimed earlier, or with the same reports (`reports`: their digest; the
+        same run tried again), is taken over.
 
         Returns:
             (signature -> the run that repairs it, the first run of the commit within the
-            window when it is another one: the run this one is a shard of).
+            window with other reports, when there is one: the run this one is a shard of).
         """
         since = stamp(now - dt.timedelta(seconds=window_s))
         owners: dict[str, str] = {}
         with self.conn.transaction():
             for signature in signatures:
                 self.conn.execute(
-                    "INSERT INTO repair_claims (repo, commit_sha, signature, run_id, claimed_at) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (repo, commit_sha, signature) DO UPDATE "
-                    "SET run_id = excluded.run_id, claimed_at = excluded.claimed_at "
-                    "WHERE repair_claims.claimed_at < ?",
-                    (repo, commit, signature, run_id, stamp(now), since),
+                    "INSERT INTO repair_claims (repo, commit_sha, signature, run_id, claimed_at, "
+                    "reports) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (repo, commit_sha, signature) "
+                    "DO UPDATE SET run_id = excluded.run_id, claimed_at = excluded.claimed_at, "
+                    "reports = excluded.reports WHERE repair_claims.claimed_at < ? "
+                    "OR repair_claims.reports = excluded.reports",
+                    (repo, commit, signature, run_id, stamp(now), reports, since),
                 )
                 rows = self.conn.query(
                     "SELECT run_id FROM repair_claims WHERE repo = ? AND commit_sha = ? "
@@ -242,16 +246,10 @@ class HistoryStore:
                 owners[signature] = rows[0][0]
             first = self.conn.query(
                 "SELECT run_id FROM repair_claims WHERE repo = ? AND commit_sha = ? "
-                "AND claimed_at >= ? AND run_id <> ? ORDER BY claimed_at LIMIT 1",
-                (repo, commit, since, run_id),
+                "AND claimed_at >= ? AND run_id <> ? AND reports <> ? "
+                "ORDER BY claimed_at LIMIT 1",
+                (repo, commit, since, run_id, reports),
             )
-            if not first:  # no failure of this run: any earlier shard of the commit's
-                first = self.conn.query(
-                    "SELECT run_id FROM runs WHERE repo = ? AND commit_sha = ? "
-                    "AND flow = 'post-merge' AND merged_into IS NULL AND started_at >= ? "
-                    "AND run_id <> ? ORDER BY started_at LIMIT 1",
-                    (repo, commit, since, run_id),
-                )
         return owners, (first[0][0] if first else None)
 
     # -- runs ------------------------------------------------------------------------------

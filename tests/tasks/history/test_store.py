@@ -117,11 +117,14 @@ def test_a_run_is_written_read_back_and_replaced_never_doubled(store_url: str) -
 def test_shard_claims_keep_a_signature_with_the_first_run_within_the_window(store_url: str) -> None:
     store = open_store(settings_for(store_url))
     try:
-        owners, first = store.claim("repo", "c1", ["s1"], "run-a", 3600, NOW)
+        owners, first = store.claim("repo", "c1", ["s1"], "run-a", 3600, NOW, "shard-1")
         assert (owners, first) == ({"s1": "run-a"}, None)
         later = NOW + dt.timedelta(minutes=10)
-        owners, first = store.claim("repo", "c1", ["s1", "s2"], "run-b", 3600, later)
+        owners, first = store.claim("repo", "c1", ["s1", "s2"], "run-b", 3600, later, "shard-2")
         assert (owners, first) == ({"s1": "run-a", "s2": "run-b"}, "run-a")
+        # The first run's reports again: the same run tried again, it repairs them itself.
+        owners, first = store.claim("repo", "c1", ["s1"], "run-r", 3600, later, "shard-1")
+        assert (owners, first) == ({"s1": "run-r"}, "run-b")
         # Another commit is another run; past the window, a signature is taken over.
         assert store.claim("repo", "c2", ["s1"], "run-c", 3600, later) == ({"s1": "run-c"}, None)
         much_later = NOW + dt.timedelta(hours=3)
