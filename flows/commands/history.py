@@ -29,16 +29,22 @@ def _print(doc: HistoryDocument) -> None:
         columns,
         [[r[h] for h in headers] for r in rows],
     )
-    print_table(
-        "Quarantined as flaky (never sent to repair)",
-        [Column("test", path=True), Column("evidence")],
-        [[q.test_key, q.line()] for q in doc.quarantined],
-    )
-    print_table(
-        "Skipped by memory in the last nightly",
-        [Column("file", path=True), Column("reason")],
-        [[v.source, v.reasons[0] if v.reasons else ""] for v in doc.skipped],
-    )
+    if doc.quarantined:
+        print_table(
+            "Quarantined as flaky (never sent to repair)",
+            [Column("test", path=True), Column("evidence")],
+            [[q.test_key, q.line()] for q in doc.quarantined],
+        )
+    else:
+        print_lines("Quarantined as flaky (never sent to repair): none")
+    if doc.skipped:
+        print_table(
+            "Skipped by memory in the last nightly",
+            [Column("file", path=True), Column("reason")],
+            [[v.source, v.reasons[0] if v.reasons else ""] for v in doc.skipped],
+        )
+    else:
+        print_lines("Skipped by memory in the last nightly: none")
     if doc.test is not None:
         print_table(
             f"Results of {doc.test.test}",
