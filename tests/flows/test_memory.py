@@ -44,6 +44,8 @@ from tests.flows.test_post_merge import PRICING, REPORT_ID, diagnosis_json, is_s
 from tests.flows.test_ui_browser import CHROMEDRIVER, CHROMIUM, _browser
 from tests.infra.test_infra import PrefectServer, running_server
 from tests.tasks.generate.test_loop import GOOD, files_reply, judge_reply
+from tests.tasks.history.conftest import postgres_server as postgres_server  # fixture
+from tests.tasks.history.conftest import postgres_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.own_prefect_server]
 
@@ -435,9 +437,11 @@ sys.stdin.read()
 """
 
 
-def _nightly_cli(server: PrefectServer, repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
+def _nightly_cli(
+    server: PrefectServer, repo: Path, home: Path, **extra: str
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in server.env().items() if not k.startswith(("AUTOPILOT_", "MISTRAL_"))}
-    env |= {"AUTOPILOT_HOME": str(home), "AUTOPILOT_HISTORY__LOCK_TIMEOUT_S": "0.5"}
+    env |= {"AUTOPILOT_HOME": str(home), "AUTOPILOT_HISTORY__LOCK_TIMEOUT_S": "0.5", **extra}
     argv = [AUTOPILOT, "nightly", "--repo", str(repo), "--only", REPORTS, "--json"]
     argv += ["--archive", str(home / "archive")]
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
@@ -498,3 +502,37 @@ def test_a_corrupted_or_locked_store_is_one_line_and_the_run_goes_on_without_mem
     run_ids = [p["run_id"] for p in json.loads(listed.stdout)["runs"]]
     assert doc["run_id"] in run_ids and json.loads(again.stdout)["run_id"] in run_ids
     assert len(run_ids) == (2 if fault == "corrupted" else 3)
+
+
+def test_workers_sharing_a_postgresql_store_see_each_others_runs(
+    server: PrefectServer, postgres_server: object, tmp_path: Path
+) -> None:
+    """Two workers (two homes, two clones of one repository with the same origin) write to one
+    real PostgreSQL store through ``AUTOPILOT_HISTORY__URL``; each sees both runs."""
+    url = postgres_url(postgres_server)
+    origin = make_example_repo("py_inventory", tmp_path / "origin")
+    clones = []
+    for name in ("worker-1", "worker-2"):
+        clone = tmp_path / name / "inv"
+        subprocess.run(["git", "clone", "-q", str(origin), str(clone)], check=True)
+        clones.append(clone)
+    runs = []
+    for clone in clones:
+        done = _nightly_cli(server, clone, clone.parent / "home", AUTOPILOT_HISTORY__URL=url)
+        assert done.returncode == 0 and "history" not in done.stderr, done.stderr
+        runs.append(json.loads(done.stdout)["run_id"])
+    env = {**os.environ, "AUTOPILOT_HOME": str(tmp_path / "worker-1" / "home")}
+    env["AUTOPILOT_HISTORY__URL"] = url
+    listed = subprocess.run(
+        [AUTOPILOT, "history", "--repo", str(clones[0]), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert listed.returncode == 0, listed.stderr
+    doc = json.loads(listed.stdout)
+    assert doc["repo"] == str(origin)  # named by its origin, not by either clone's path
+    assert doc["store"].startswith("postgresql:///history_") and "password" not in doc["store"]
+    assert [p["run_id"] for p in doc["runs"]] == runs
+    assert not (tmp_path / "worker-1" / "home" / "history.sqlite3").exists()
