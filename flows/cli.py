@@ -318,6 +318,26 @@ def demo(
     raise typer.Exit(run(example, verbose=_verbose(ctx)))
 
 
+@app.command()
+def history(
+    repo: RepoOpt = Path("."),
+    runs: Annotated[
+        int | None, typer.Option("--runs", min=2, help="Runs shown (default history.trend_runs).")
+    ] = None,
+    test: Annotated[
+        str | None, typer.Option("--test", help="One test's results (its id or file::name).")
+    ] = None,
+    chart: Annotated[
+        Path | None, typer.Option("--chart", help="Write the trend chart (PNG) to this file.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Memory across runs: the trend, the flaky quarantine, the skips, a test's results."""
+    from flows.commands.history import run
+
+    raise typer.Exit(run(repo, json_out, runs=runs, test=test, chart=chart))
+
+
 config_app = typer.Typer(help="The effective settings.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 

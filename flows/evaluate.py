@@ -9,7 +9,8 @@ Both runs are archived under ``$AUTOPILOT_HOME/eval/<stamp>`` (a local directory
 read the nightly's targets back; the repair's knowledge of past fixes is that archive's, so it
 starts empty). Every cache (nightly outcomes, repair replies and re-runs, mutants) is private to
 the run: ``AUTOPILOT_CACHE_DIR`` points at the clone's temporary directory while the flows run,
-so nothing is re-used from (or written to) the nightly's caches and every token is really spent.
+so nothing is re-used from (or written to) the nightly's caches and every token is really spent;
+the run history is private too (a store in the same directory).
 """
 
 from __future__ import annotations
@@ -93,14 +94,22 @@ def evaluate(
 
 @contextmanager
 def private_cache(directory: Path) -> Iterator[Path]:
-    """``AUTOPILOT_CACHE_DIR`` set to `directory` while the block runs (the flows load their
-    settings themselves, and the environment wins over autopilot.toml), then restored."""
-    old = os.environ.get("AUTOPILOT_CACHE_DIR")
-    os.environ["AUTOPILOT_CACHE_DIR"] = str(directory)
+    """``AUTOPILOT_CACHE_DIR`` set to `directory`, and the run history to a store inside it
+    (``AUTOPILOT_HISTORY__URL``: an eval neither skips a file nor quarantines a test because of
+    the nightlies' memory, and adds nothing to their trend), while the block runs (the flows
+    load their settings themselves, and the environment wins over autopilot.toml); then
+    restored."""
+    private = {
+        "AUTOPILOT_CACHE_DIR": str(directory),
+        "AUTOPILOT_HISTORY__URL": f"sqlite:///{directory / 'history.sqlite3'}",
+    }
+    old = {name: os.environ.get(name) for name in private}
+    os.environ.update(private)
     try:
         yield directory
     finally:
-        if old is None:
-            os.environ.pop("AUTOPILOT_CACHE_DIR", None)
-        else:
-            os.environ["AUTOPILOT_CACHE_DIR"] = old
+        for name, value in old.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

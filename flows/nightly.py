@@ -25,10 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
-from prefect.artifacts import (
-    create_markdown_artifact,
-    create_table_artifact,
-)
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 
@@ -42,8 +38,10 @@ from flows.limits import (
     retry_on_infrastructure,
     task_options,
 )
+from flows.memory import Memory
 from flows.nightly_baseline import Baseline, kept_baseline
 from flows.nightly_baseline import baseline as baseline_of
+from flows.nightly_publish import publish_nightly, remembered_skips, with_skips
 from flows.progress import ProgressArtifact, finished, started
 from flows.runtime import collect_logs, with_shared_model_limit
 from tasks.audit.baseline import run_baseline
@@ -62,7 +60,6 @@ from tasks.generate.report import (
     commit_accepted,
     count_calls,
     markdown_summary,
-    table_rows,
 )
 from tasks.generate.suite_gate import prove_together
 from tasks.generate.targets import Target, choose_targets
@@ -78,8 +75,6 @@ from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
 from tasks.toolchains.registry import toolchain_for
 
 log = logging.getLogger(__name__)
-
-GATE_FAILED_EVENT = "autopilot.gate.failed"
 
 # The run's model client, shared by its tasks in this process (one connection pool, one
 # concurrency limit, one call count). A task in another process (Dask) makes its own.
@@ -179,29 +174,6 @@ def with_task_runner(dask: str | None, workers: int) -> Any:
     return nightly.with_options(task_runner=runner)
 
 
-def _emit_rejections(report: NightlyReport) -> None:
-    from prefect.events import emit_event
-
-    for f in report.files:
-        if f.verdict != "rejected":
-            continue
-        emit_event(
-            event=GATE_FAILED_EVENT,
-            resource={
-                "prefect.resource.id": f"autopilot.file.{f.source}",
-                "prefect.resource.name": f.source,
-            },
-            payload={
-                "repo": report.repo,
-                "run_id": report.run_id,
-                "source": f.source,
-                "spec": f.spec,
-                "gate": f.gate,
-                "reasons": f.reasons[:5],
-            },
-        )
-
-
 def _task_failure(job: FileJob, exc: Exception, limit_s: float) -> str:
     """One line for a file whose task did not return: stopped at its limit, or crashed."""
     if isinstance(exc, TimeoutError):
@@ -285,7 +257,8 @@ def nightly(
     run_id = str(flow_run.id or uuid.uuid4())
     today = dt.date.today()
     token = uuid.uuid4().hex
-    work = _Work(max_iterations, max_model_calls, file_time_limit_s, token, only, max_files)
+    memory = Memory.open(settings, root, sub)
+    work = _Work(max_iterations, max_model_calls, file_time_limit_s, token, only, max_files, memory)
     try:
         with worktree(root, commit) as wt:
             project = wt / sub if sub else wt
@@ -310,10 +283,7 @@ def nightly(
         report.push_error = delivery.push_error or report.push_error
         report.pull_request = delivery.pull_request
     archive_run(report, baseline.report, targets, archive or settings.archive_uri, today)
-    key = artifact_key("nightly", path.name)
-    create_table_artifact(table_rows(report.files), key=key, description=f"Nightly of {path.name}")
-    create_markdown_artifact(markdown_summary(report), key=f"{key}-summary")
-    _emit_rejections(report)
+    publish_nightly(report, path, memory, baseline, client)
     return report
 
 
@@ -327,6 +297,7 @@ class _Work:
     client_token: str
     only: list[str] | None
     max_files: int | None
+    memory: Memory
 
 
 def _nightly_in(
@@ -385,6 +356,7 @@ def _targets_and_outcomes(
     log.info("%d target(s): %s", len(targets), ", ".join(t.source for t in targets[:10]))
     if not settings.model_configured:
         return baseline, targets, [skipped(t, NO_MODEL) for t in targets], None
+    todo = remembered_skips(work.memory, project, targets)
     jobs = [
         FileJob(
             project=project,
@@ -397,10 +369,11 @@ def _targets_and_outcomes(
             max_model_calls=work.max_model_calls,
             file_time_limit_s=work.file_time_limit_s,
         )
-        for t in targets
+        for t in todo
     ]
     with project_copies(project):  # the file jobs of this process re-use their copies
-        outcomes = _run_targets(jobs, targets, artifact_key("nightly-progress", path.name))
+        done = _run_targets(jobs, todo, artifact_key("nightly-progress", path.name))
+    outcomes = with_skips(targets, done, work.memory)
     if not any(o.verdict == "accepted" for o in outcomes):
         return baseline, targets, outcomes, None
     with job_context("suite-proof"):  # its own database, like every job

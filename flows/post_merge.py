@@ -18,7 +18,6 @@ the end (``state-*.json``).
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import logging
 import tempfile
 import time
@@ -28,10 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
-from prefect.artifacts import (
-    create_markdown_artifact,
-    create_table_artifact,
-)
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -46,6 +41,10 @@ from flows.limits import (
     retry_on_infrastructure,
     task_options,
 )
+from flows.memory import Memory
+from flows.memory_runs import publish_history, repair_batch
+from flows.post_merge_keep import Saver, publish_repair
+from flows.post_merge_memory import remembered_groups, with_memory
 from flows.progress import ProgressArtifact, finished, started
 from flows.runtime import collect_logs, with_shared_model_limit
 from tasks.audit.prepared import PreparedRun, prepared_run
@@ -87,31 +86,6 @@ __all__ = ["HumanDecision", "post_merge"]
 log = logging.getLogger(__name__)
 
 
-class _Saver:
-    """Archives states under unique, numbered names (archive objects are immutable)."""
-
-    def __init__(self, archive: RunArchive, after: int = 0) -> None:
-        """`after`: the last number already archived (a run resumed after a suspension)."""
-        self.archive = archive
-        self._counter = itertools.count(after + 1)
-        self.calls_key = f"model-calls-{after:03d}.json" if after else "model-calls.json"
-
-    def put(self, relpath: str, data: Any) -> None:
-        try:
-            self.archive.put_json(relpath, data)
-        except ArchiveError as exc:
-            # The repair goes on; the operator sees the warning.
-            log.warning("archive: %s", exc)
-
-    def group(self, state: GroupState, step: str) -> None:
-        n = next(self._counter)
-        self.put(f"groups/{state.group.id}/{n:03d}-{step}.json", state.model_dump(mode="json"))
-
-    def run(self, state: RepairState, label: str) -> None:
-        n = next(self._counter)
-        self.put(f"state-{n:03d}-{label}.json", state.model_dump(mode="json"))
-
-
 @task(name="scout", task_run_name="scout {user_repo.name}", cache_policy=NO_CACHE)
 def scout(
     user_repo: Path,
@@ -144,7 +118,7 @@ def scout(
     retry_delay_seconds=INFRA_RETRY_DELAY_S,
     retry_condition_fn=retry_on_infrastructure,
 )
-def repair_group(state: GroupState, env: RepairEnv, saver: _Saver) -> GroupState:
+def repair_group(state: GroupState, env: RepairEnv, saver: Saver) -> GroupState:
     """One group's loop until done or a person is needed (never raises for a tool failure), on
     its own database when the run has services."""
     with job_context(state.group.id):
@@ -206,13 +180,14 @@ def post_merge(
     if commit and not resume:
         ref = ensure_commit(root, commit).sha
     run_id = str(flow_run.id or uuid.uuid4())
+    memory = Memory.open(settings, root, sub)
     archive_root = open_archive(settings.archive_uri, home=settings.home)
     # Under a deployment a hand-off suspends; resumed, the run finds its own archived state.
     own = suspended_state(archive_root, run_id) if deployed() else None
     earlier = own[1] if own else resumed_state(archive_root, resume) if resume else None
     base = resolve_commit(root, earlier.base_commit if earlier else ref)
     run_archive = own[0] if own else archive_root.run("post_merge", run_id, dt.date.today())
-    saver = _Saver(run_archive, last_number(run_archive) if own else 0)
+    saver = Saver(run_archive, last_number(run_archive) if own else 0)
     # The model is needed only when something fails (or a raw log needs the scout).
     client = ModelClient.from_settings(settings) if settings.model_configured else None
     try:
@@ -220,7 +195,9 @@ def post_merge(
             given, fetch_errors = local_reports(reports or [], Path(fetched_dir))
             if reports and not given:  # every report named was unusable: nothing to repair
                 raise BadInputError(no_usable_report(fetch_errors))
-            run = _Run(run_id, base, sub, run_archive.uri, given, fetch_errors, human_poll_s)
+            run = _Run(
+                run_id, base, sub, run_archive.uri, given, fetch_errors, human_poll_s, memory
+            )
             state = _repair_in(path, root, settings, run, earlier, saver, client, archive_root)
     finally:
         if client is not None:
@@ -228,6 +205,7 @@ def post_merge(
             saver.put(saver.calls_key, [r.model_dump(mode="json") for r in client.records])
             client.close()
     settle(state)
+    memory.write(repair_batch(memory, state, memory.observed, client.records if client else None))
     delivery = deliver(
         root,
         state.branch,
@@ -239,7 +217,10 @@ def post_merge(
         archive_uri=run_archive.uri,
         commit=base,
     )
-    return _close(state, saver, run_archive, path.name, delivery)
+    result = _close(state, saver, run_archive, path.name, delivery)
+    publish_history(memory, path.name, list(memory.flagged.values()))
+    memory.close()
+    return result
 
 
 @dataclass(frozen=True)
@@ -253,6 +234,7 @@ class _Run:
     reports: list[str]
     report_errors: list[str]
     human_poll_s: int
+    memory: Memory
 
 
 def _repair_in(
@@ -261,7 +243,7 @@ def _repair_in(
     settings: Settings,
     run: _Run,
     earlier: RepairState | None,
-    saver: _Saver,
+    saver: Saver,
     client: ModelClient | None,
     archive_root: Archive,
 ) -> RepairState:
@@ -276,12 +258,11 @@ def _repair_in(
                 state = reopen(earlier, run.run_id, run.archive_uri)
                 saver.run(state, "resumed")
             else:
-                state = _scouted(
-                    path, run.reports, project, chain, mapping, settings, client, ready
-                )
+                state = _scouted(path, run, project, chain, mapping, settings, client, ready)
                 state.run_id, state.base_commit, state.project = run.run_id, run.commit, run.sub
                 state.archive_uri = run.archive_uri
                 state.report_errors = [*run.report_errors, *state.report_errors]
+                with_memory(state, run.memory, settings, run.reports)
                 saver.run(state, "scout")
             if state.groups and ready.problem:
                 to_person(state, ready.problem)
@@ -292,13 +273,16 @@ def _repair_in(
                 )
                 if client is not None:
                     env.knowledge = Knowledge.load(archive_root)
+                    env.knowledge.earlier = run.memory.earlier(
+                        [g.group.signature for g in state.groups]
+                    )
                 _repair_groups(state, env, saver, run.human_poll_s, path.name)
     return state
 
 
 def _scouted(
     user_repo: Path,
-    reports: list[str],
+    run: _Run,
     project: Path,
     chain: Toolchain,
     mapping: Mapping,
@@ -307,7 +291,9 @@ def _scouted(
     ready: PreparedRun,
 ) -> RepairState:
     """A new run's state: the failing tests grouped by signature (and the group a person must
-    take when the suite cannot start at all, or its environment or services are not ready)."""
+    take when the suite cannot start at all, or its environment or services are not ready;
+    the tests the run history quarantines as flaky in groups of their own)."""
+    reports = run.reports
     if ready.problem and not reports:
         cases: list[TestCaseResult] = []
         report_errors: list[str] = []
@@ -315,9 +301,10 @@ def _scouted(
     else:
         cases, report_errors, blocked = scout(user_repo, reports, project, chain, settings, client)
         blocked = not_ready_problem(ready.problem) if ready.problem else blocked
+    cases = run.memory.observe(cases, "ci-report" if reports else "baseline")
     failing = fill_test_files([c for c in cases if c.status in ("failed", "error")], project, chain)
     rules = chain.file_rules(project)
-    groups = [GroupState(group=g) for g in group_failures(failing, rules, mapping)]
+    groups = remembered_groups(group_failures(failing, rules, mapping), run.memory, run)
     if blocked is not None:
         groups.append(environment_group(blocked))
     return RepairState(
@@ -332,7 +319,7 @@ def _scouted(
 
 
 def _close(
-    state: RepairState, saver: _Saver, run_archive: RunArchive, name: str, delivery: Delivery
+    state: RepairState, saver: Saver, run_archive: RunArchive, name: str, delivery: Delivery
 ) -> RepairSummary:
     """The run's end: the summary (with the push and pull request outcomes) archived, the
     artifacts published."""
@@ -347,12 +334,12 @@ def _close(
         run_archive.finalize()
     except ArchiveError as exc:
         log.warning("archive: %s", exc)
-    _artifacts(state, name)
+    publish_repair(state, name)
     return result
 
 
 def _repair_groups(
-    state: RepairState, env: RepairEnv, saver: _Saver, human_poll_s: int, name: str
+    state: RepairState, env: RepairEnv, saver: Saver, human_poll_s: int, name: str
 ) -> None:
     """Every group in parallel, then the hand-offs one by one, then the fix branch.
 
@@ -394,22 +381,3 @@ def _gathered(futures: list[Any], name: str) -> dict[str, GroupState]:
         finished(g.group.id, g.outcome or f"next: {g.step}", done, len(futures))
         progress.advance(done)
     return groups
-
-
-def _artifacts(state: RepairState, name: str) -> None:
-    rows = []
-    for g in state.groups:
-        rows.append(
-            {
-                "group": g.group.id,
-                "tests": len(g.group.tests),
-                "outcome": g.outcome,
-                "category": g.category,
-                "attempts": len(g.attempts),
-                "tokens": g.tokens,
-                "signature": g.group.signature,
-            }
-        )
-    key = artifact_key("post-merge", name)
-    create_table_artifact(rows, key=key, description=f"Repair of {name}")
-    create_markdown_artifact(summary_markdown(state, name), key=f"{key}-summary")

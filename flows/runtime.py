@@ -40,6 +40,7 @@ NOISY_LIBRARIES = (
     "graphviz",
     "PIL",
     "git",
+    "psycopg",
 )
 
 

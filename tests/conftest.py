@@ -13,8 +13,11 @@ EXAMPLES = REPO_ROOT / "examples"
 
 # Any model endpoint but the scripted server a test starts itself is unreachable: no key, and
 # a URL on a closed loopback port unless a test sets its own.
+#: Switches of the test run itself, not settings: kept (AUTOPILOT_UPDATE_DOCS=1 lets the UI
+#: tests refresh the screenshots and charts in docs/).
+TEST_SWITCHES = ("AUTOPILOT_UPDATE_DOCS",)
 for _name in list(os.environ):
-    if _name.startswith(("AUTOPILOT_", "MISTRAL_")):
+    if _name.startswith(("AUTOPILOT_", "MISTRAL_")) and _name not in TEST_SWITCHES:
         del os.environ[_name]
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["DO_NOT_TRACK"] = "1"

@@ -149,6 +149,7 @@ def test_the_parts_are_declared() -> None:
         "tasks.generate",
         "tasks.repair",
         "tasks.evaluate",
+        "tasks.history",
         "judge",
         "flows",
         "flows.commands",

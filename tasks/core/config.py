@@ -35,7 +35,7 @@ from pydantic_settings import (
 from tasks.core.errors import ConfigError
 from tasks.core.host_paths import declared_reason
 from tasks.core.operator_only import IgnoredSetting, Screened, screen, warn
-from tasks.core.run_settings import EnvSettings, ForgeSettings, ServicesSettings
+from tasks.core.run_settings import EnvSettings, ForgeSettings, HistorySettings, ServicesSettings
 from tasks.core.secret_values import register_environment, register_model_secrets, register_secret
 from tasks.core.settings_base import _Group
 
@@ -236,6 +236,11 @@ class Settings(_Group, BaseSettings):
     forge: ForgeSettings = Field(
         default_factory=ForgeSettings,
         description="Where pull requests are opened (GitHub or GitLab); unset: never",
+    )
+    history: HistorySettings = Field(
+        default_factory=HistorySettings,
+        description="The run history store (memory across runs: flaky quarantine, skips, "
+        "shard merge, trends)",
     )
     node_modules: str | None = Field(
         None,

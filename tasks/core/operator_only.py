@@ -36,6 +36,7 @@ Rule = Literal[
     "operator",
     "secret",
     "at_most",
+    "at_least",
     "subset",
     "paths_within",
     "false_only",
@@ -76,17 +77,25 @@ RULES: dict[str, Rule] = {
     "model.judge_samples": "at_most",
     # Sending again what was already bought: the operator's money.
     "model.reuse_replies": "operator",
+    # The run history: where it is (history.url is a secret), whether it is kept, and what it
+    # saves (a repository may skip longer and merge more shards, never less).
+    "history.enabled": "operator",
+    "history.lock_timeout_s": "at_most",
+    "history.skip_after": "at_most",
+    "history.skip_nights": "at_least",
+    "history.shard_window_s": "at_least",
 }
 #: Rules under which the repository's accepted value is narrower than (or the same as) the
 #: operator's: it applies over the environment too (never over a command's option).
 NARROWING: frozenset[Rule] = frozenset(
-    {"at_most", "subset", "paths_within", "false_only", "backend", "add_only"}
+    {"at_most", "at_least", "subset", "paths_within", "false_only", "backend", "add_only"}
 )
 #: How each rule reads in docs/settings.md's "autopilot.toml" column.
 RULE_TEXT: dict[Rule, str] = {
     "operator": "operator only (the same value only)",
     "secret": "never (a secret)",
     "at_most": "lower only",
+    "at_least": "higher only",
     "subset": "fewer only (names the operator's has)",
     "paths_within": "fewer only (within the operator's paths)",
     "false_only": "false only",
@@ -256,6 +265,10 @@ def _narrowed(rule: Rule, raw: Any, value: Any, current: Any) -> tuple[Any, Any,
         if value is not None and value <= limit:
             return value, None, ""
         return _DROP, raw, f"operator-only; a repository may only lower it (here: {limit})"
+    if rule == "at_least":
+        if value is not None and value >= current:
+            return value, None, ""
+        return _DROP, raw, f"operator-only; a repository may only raise it (here: {current})"
     if rule == "false_only":
         if value is False:
             return value, None, ""

@@ -1,5 +1,6 @@
 """The setting groups of the real-repository parts: ``[envs]`` (prepared environments),
-``[services]`` (throwaway servers per run) and ``[forge]`` (where pull requests are opened).
+``[services]`` (throwaway servers per run), ``[forge]`` (where pull requests are opened) and
+``[history]`` (the run history store).
 
 They are fields of :class:`tasks.core.config.Settings` (``settings.envs``, ``.services``,
 ``.forge``); the parts that use them (``tasks.envs``, ``tasks.services``, ``tasks.forge``)
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from tasks.core.settings_base import _Group
@@ -176,3 +177,64 @@ class ForgeSettings(_Group):
         """The API root without a trailing slash."""
         assert self.kind is not None
         return (self.api_url or DEFAULT_API[self.kind]).rstrip("/")
+
+
+class HistorySettings(_Group):
+    """The run history store: every test's results, every file's verdicts and every repair
+    group's outcome across runs (the memory the quarantine, the skips, the shard merge and the
+    trend read)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(
+        True, description="Keep and use the run history (off: every run starts from nothing)"
+    )
+    url: SecretStr | None = Field(
+        None,
+        description="The store: postgresql://user:password@host/db for a team's shared server, "
+        "or sqlite:///path; default: SQLite at <home>/history.sqlite3",
+    )
+    lock_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="How long a run waits for a store another process holds before it goes on "
+        "without memory (the run's records are then kept in <home>/history-spool and written "
+        "by a later run)",
+    )
+    flaky_runs: int = Field(
+        10,
+        ge=2,
+        description="A test whose result flipped (passed and failed) at one commit within its "
+        "last N observed runs is quarantined as flaky: never sent to repair",
+    )
+    flaky_window_days: float = Field(
+        14.0, gt=0, description="Only results observed within this many days count as evidence"
+    )
+    skip_after: int = Field(
+        2,
+        ge=1,
+        description="A file rejected this many times running at the same gate, with unchanged "
+        "source, skill and prompts, is skipped by the nightly",
+    )
+    skip_nights: int = Field(
+        3, ge=0, description="For how many nightly runs such a file is skipped (0: never)"
+    )
+    shard_window_s: float = Field(
+        3600.0,
+        ge=0,
+        description="Repair runs of one commit started within this many seconds of the first "
+        "are shards of one run: a failure signature another shard already took is not "
+        "repaired again (0: no merging)",
+    )
+    trend_runs: int = Field(
+        30, ge=2, description="Runs shown in the trend (the artifact's chart and tables)"
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, url: SecretStr | None) -> SecretStr | None:
+        if url is not None:
+            scheme = url.get_secret_value().split("://", 1)[0]
+            if scheme not in ("sqlite", "postgresql", "postgres"):
+                raise ValueError(f"{scheme!r}: expected postgresql://... or sqlite:///path")
+        return url

@@ -20,8 +20,9 @@ here. Every figure follows from the runs' own records:
 - repair categories and outcomes: the shares of the repair's groups (issue 15);
 - tokens: spent this run; tokens of outcomes re-used from the cache are counted apart
   (``cached_tokens``), never as spent;
-- tokens and cost per file: cost is an ESTIMATE from :data:`PRICES_PER_MTOK` (public list
-  prices, USD per million tokens, input and output averaged 3:1 since the flows report totals).
+- tokens and cost per file: cost is an ESTIMATE from
+  :data:`tasks.core.prices.PRICES_PER_MTOK` (public list prices, USD per million tokens, input
+  and output averaged 3:1 since the flows report totals).
 """
 
 from __future__ import annotations
@@ -33,23 +34,13 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from tasks.core.errors import BadInputError
+from tasks.core.prices import price_per_token
 from tasks.generate.report import NightlySummary
 from tasks.generate.types import FileOutcome
 from tasks.keep.git_safe import one_line, run_git
 from tasks.repair.state import RepairSummary
 
 log = logging.getLogger(__name__)
-
-# USD per million tokens (input, output): Mistral's public list prices when this was written.
-# An estimate for comparison only; unknown models (self-hosted servers) get no cost.
-PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
-    "codestral-latest": (0.3, 0.9),
-    "mistral-large-latest": (2.0, 6.0),
-    "mistral-medium-latest": (0.4, 2.0),
-    "mistral-small-latest": (0.1, 0.3),
-    "devstral-small-latest": (0.1, 0.3),
-    "devstral-medium-latest": (0.4, 2.0),
-}
 
 
 class Before(BaseModel):
@@ -115,14 +106,6 @@ def first_draft(outcome: FileOutcome) -> tuple[bool, bool] | None:
     was ever measured."""
     first = next((r for r in outcome.rounds if r.round == 1), None)
     return None if first is None else (first.loaded, first.passed)
-
-
-def price_per_token(model: str) -> float | None:
-    """The blended USD price of one token for `model` (3 input : 1 output), if known."""
-    prices = PRICES_PER_MTOK.get(model)
-    if prices is None:
-        return None
-    return (3 * prices[0] + prices[1]) / 4 / 1_000_000
 
 
 def quality_table(

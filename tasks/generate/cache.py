@@ -17,9 +17,10 @@ from pathlib import Path
 
 from judge.rubric import load_rubric
 from tasks.core.config import Settings
+from tasks.core.errors import AutopilotError
 from tasks.core.json_store import JsonStore
 from tasks.generate.context import PromptContext
-from tasks.generate.skills import Skill
+from tasks.generate.skills import Skill, choose_skill
 from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome
 from tasks.model.prompts import load_prompt
@@ -94,3 +95,22 @@ class OutcomeStore:
         if outcome.verdict not in CACHED_VERDICTS:
             return False
         return self._store.put(key, outcome.model_copy(update={"cached": False}))
+
+
+def skip_key(project: Path, target: Target) -> str | None:
+    """What the run history compares before it skips a file rejected before: the sha256 of the
+    source's bytes, the skill chosen for it and the generate/fix/judge prompts (None: the source
+    cannot be read or no skill fits; such a file is never skipped)."""
+    try:
+        source = (project / target.source).read_bytes()
+        skill = choose_skill(target.source, target.kind)
+    except (OSError, AutopilotError):
+        return None
+    prompts = [load_prompt(name).meta.model_dump() for name in ("generate", "fix", "judge")]
+    payload = {
+        "v": "skip-key-v1",
+        "source": hashlib.sha256(source).hexdigest(),
+        "skill": [skill.name, skill.version, skill.sha256],
+        "prompts": prompts,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()

@@ -1,5 +1,8 @@
 """Repair learns (issue 15): accepted fixes and rejected patches kept in the archive, past fixes
-retrieved as examples, a rejected patch never offered again for the same signature.
+retrieved as examples, a rejected patch never offered again for the same signature; and (issue
+27) every earlier outcome of the same signature in the run history (tasks/history/: fixed,
+handed to a person, failed, with its attempts and reasons), given to the diagnostician and the
+surgeon as context beside the examples.
 
 Every post-merge run writes, beside its state, one object per group it learnt from:
 
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ValidationError
 
 from tasks.core.errors import ArchiveError
+from tasks.history.records import SeenGroup
 from tasks.keep.archive import Archive, RunArchive
 from tasks.repair.risk import parse_patch
 from tasks.repair.state import FailureGroup, GroupState, RepairState
@@ -105,6 +109,8 @@ class Knowledge:
 
     fixes: list[FixRecord] = field(default_factory=list)
     rejected: list[RejectedRecord] = field(default_factory=list)
+    #: Each signature's earlier outcomes in the run history (signature -> newest first).
+    earlier: dict[str, list[SeenGroup]] = field(default_factory=dict)
 
     def examples(self, group: FailureGroup) -> list[FixRecord]:
         """At most MAX_EXAMPLES past fixes closest to `group`, one per distinct patch."""

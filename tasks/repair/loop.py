@@ -20,15 +20,15 @@ from tasks.core.types import TestCaseResult
 from tasks.model.client import ModelClient
 from tasks.repair.cache import ReplyCache
 from tasks.repair.knowledge import Knowledge, example_text
+from tasks.repair.memory import earlier_text
 from tasks.repair.reproduce import reproduce
 from tasks.repair.review import review_patch
 from tasks.repair.roles import build_context, diagnose, extend_context, surgeon
+from tasks.repair.routing import route_after_audit, route_after_diagnosis
 from tasks.repair.state import (
     Attempt,
     GroupState,
     PatchReview,
-    route_after_audit,
-    route_after_diagnosis,
 )
 from tasks.toolchains.base import Toolchain
 
@@ -152,6 +152,9 @@ def run_group(state: GroupState, env: RepairEnv, save: SaveFn) -> GroupState:
                 return state
             state.context = build_context(env.project, state.group, env.chain)
             state.context.examples = example_text(env.knowledge.examples(state.group))
+            state.context.history = earlier_text(
+                env.knowledge.earlier.get(state.group.signature, [])
+            )
             save(state, "context")
         while state.step not in ("done", "human"):
             _step(state, env, save)

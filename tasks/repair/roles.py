@@ -242,6 +242,7 @@ def diagnose(client: ModelClient, state: GroupState, cache: ReplyCache | None = 
         feedback=state.feedback,
         reply_schema=schema_text(Diagnosis),
         examples=ctx.examples,
+        history=ctx.history,
     )
     key = reply_key(
         "diagnostician", client.model_for("diagnostician"), prompt.meta, prompt.messages()
@@ -303,6 +304,7 @@ def surgeon(client: ModelClient, state: GroupState, cache: ReplyCache | None = N
         previous_output=prev_output,
         style_notes="",
         examples=ctx.examples,
+        history=ctx.history,
     )
     key = reply_key("surgeon", client.model_for("surgeon"), prompt.meta, prompt.messages())
     exchange = _exchange(state, prompt, ctx.path)

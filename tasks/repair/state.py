@@ -1,20 +1,12 @@
-"""The post-merge repair state (typed, archived after every step) and its routing.
+"""The post-merge repair state (typed, archived after every step) and its summary.
 
 Plain data and plain functions: no I/O. The roles live in :mod:`tasks.repair.scout` (scout),
 :mod:`tasks.repair.roles` (context, diagnostician, surgeon) and :mod:`tasks.repair.review`
 (the auditor's patch review, with :mod:`tasks.repair.risk`); :mod:`tasks.repair.loop` applies
-the routing below until a group is done or needs a person, and ``flows/post_merge.py`` runs it
-per group. The archived state keeps its names (``Attempt.audit``, the step ``audit``): the
-archive layout is a contract, and "audit" in code means the codebase audit (tasks/audit/).
-
-Routing (MISSION.md section 2):
-
-- after a diagnosis: confidence under ``min_confidence`` -> human, else -> surgeon;
-- PASSED -> done; RISKY -> human;
-- NEEDS_REVISION -> the surgeon again with the previous patch and the exact re-run output, or
-  the diagnostician (which then tries its alternative hypothesis) when the feedback says the
-  diagnosis was wrong; after ``max_retries`` revisions -> human;
-- a tool failure (model, sandbox, git) -> human.
+the routing (:mod:`tasks.repair.routing`) until a group is done or needs a person, and
+``flows/post_merge.py`` runs it per group. The archived state keeps its names
+(``Attempt.audit``, the step ``audit``): the archive layout is a contract, and "audit" in code
+means the codebase audit (tasks/audit/).
 """
 
 from __future__ import annotations
@@ -24,7 +16,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tasks.core.config import RepairSettings
 from tasks.core.types import Exchange, TestCaseResult
 from tasks.model.replies import Diagnosis
 
@@ -88,6 +79,10 @@ class GroupContext(_Model):
     examples: list[dict[str, str]] = Field(
         default_factory=list,
         description="Past accepted fixes of similar failures shown as examples (at most two)",
+    )
+    history: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="The signature's earlier outcomes in the run history, newest first",
     )
 
 
@@ -190,6 +185,15 @@ class GroupState(_Model):
         return offered[-1] if offered else None
 
 
+class MergedGroup(_Model):
+    """A group another shard of the same commit repairs (run history's shard merge)."""
+
+    id: str
+    signature: str
+    tests: list[str]
+    run_id: str = Field(description="The repair run of the same commit that took it")
+
+
 class RepairState(_Model):
     """The whole run: what the post-merge flow archives after every step."""
 
@@ -204,64 +208,12 @@ class RepairState(_Model):
     failures: int = 0
     report_errors: list[str] = Field(default_factory=list)
     groups: list[GroupState] = Field(default_factory=list)
-
-
-def route_after_diagnosis(state: GroupState, settings: RepairSettings) -> Step:
-    """Surgeon when the diagnosis is confident enough, else a person."""
-    diagnosis = state.diagnosis
-    if diagnosis is None:
-        return "human"
-    if diagnosis.confidence < settings.min_confidence:
-        state.handoff_reasons.append(
-            f"diagnosis confidence {diagnosis.confidence:.2f} is under "
-            f"{settings.min_confidence:.2f}"
-        )
-        return "human"
-    return "surgeon"
-
-
-def route_after_audit(state: GroupState, settings: RepairSettings) -> Step:
-    """Where a group goes after its latest patch was audited (see the module docstring).
-
-    Side effects on `state`: the hand-off reasons, and the feedback for a new diagnosis.
-    """
-    attempt = state.last_attempt
-    if attempt is None or attempt.audit is None:
-        return "surgeon"
-    audit = attempt.audit
-    if audit.verdict == "PASSED":
-        return "done"
-    if audit.verdict == "RISKY":
-        state.handoff_reasons.append("auditor: RISKY: " + "; ".join(audit.risks))
-        return "human"
-    revisions = len(state.attempts) - 1
-    if revisions >= settings.max_retries:
-        state.handoff_reasons.append(
-            f"retries exhausted: {len(state.attempts)} patches audited, none passed"
-        )
-        return "human"
-    if audit.diagnosis_wrong:
-        state.feedback = diagnosis_feedback(state)
-        return "diagnose"
-    return "surgeon"
-
-
-def diagnosis_feedback(state: GroupState) -> str:
-    """Feedback for the diagnostician: why its diagnosis was rejected, and its alternative."""
-    lines: list[str] = []
-    attempt = state.last_attempt
-    if attempt is not None and attempt.audit is not None:
-        lines.append(attempt.audit.feedback)
-        lines.append("The patch that followed your diagnosis:")
-        lines.append(attempt.patch)
-    diagnosis = state.diagnosis
-    if diagnosis is not None and diagnosis.alternatives:
-        best = max(diagnosis.alternatives, key=lambda a: a.confidence)
-        lines.append(
-            f"Your alternative hypothesis was: {best.root_cause} "
-            f"(strategy: {best.repair_strategy}). Try it unless the evidence rules it out."
-        )
-    return "\n".join(line for line in lines if line)
+    shard_of: str | None = Field(
+        None, description="The first repair run of the same commit, when this run is a shard"
+    )
+    merged: list[MergedGroup] = Field(
+        default_factory=list, description="Groups another shard of the commit repairs"
+    )
 
 
 class Metrics(_Model):
@@ -361,7 +313,7 @@ class GroupSummary(_Model):
         )
 
 
-def _unset(value: str | None) -> bool:
+def _unset(value: object) -> bool:
     return not value
 
 
@@ -386,6 +338,16 @@ class RepairSummary(_Model):
         exclude_if=_unset,
         description="The pull request opened (its URL), or why none was (only when asked)",
     )
+    shard_of: str | None = Field(
+        None,
+        exclude_if=_unset,
+        description="The first repair run of the same commit this run joined (only then)",
+    )
+    merged: list[MergedGroup] = Field(
+        default_factory=list,
+        exclude_if=_unset,
+        description="Groups another shard of the commit repairs (only when there are some)",
+    )
 
     @classmethod
     def of(cls, state: RepairState) -> RepairSummary:
@@ -400,6 +362,8 @@ class RepairSummary(_Model):
             report_errors=list(state.report_errors),
             groups=[GroupSummary.of(g) for g in state.groups],
             metrics=metrics(state.groups),
+            shard_of=state.shard_of,
+            merged=list(state.merged),
         )
 
     def exit_code(self) -> int:

@@ -176,8 +176,12 @@ def test_nightly_artifacts_and_gate_event_are_queryable_through_the_api(
     rows = json.loads(table.data) if isinstance(table.data, str) else table.data
     assert {r["file"]: r["verdict"] for r in rows} == {ACCEPTED: "accepted", REJECTED: "rejected"}
     assert by_type["progress"].data == 100.0
-    assert "## Not accepted" in str(by_type["markdown"].data)
-    assert REJECTED in str(by_type["markdown"].data)
+    # Two markdown artifacts: the run's summary, and memory across runs (the run history).
+    markdown = {a.key: a for a in artifacts if a.type == "markdown"}
+    assert set(markdown) == {"nightly-shop-summary", "history-shop"}
+    assert "## Not accepted" in str(markdown["nightly-shop-summary"].data)
+    assert REJECTED in str(markdown["nightly-shop-summary"].data)
+    assert "## Trend" in str(markdown["history-shop"].data)
     [event] = events
     assert event.resource.id == f"autopilot.file.{REJECTED}"
     assert event.payload["gate"] == rejected.gate and event.payload["source"] == REJECTED

@@ -344,7 +344,13 @@ def test_private_cache_redirects_every_cache_and_is_restored(
     home_cache = load_settings(None).cache_root
     with private_cache(tmp_path / "c") as directory:
         assert load_settings(None).cache_root == directory == tmp_path / "c"
+        # The run history too: an eval never reads (or adds to) the nightlies' memory.
+        url = load_settings(None).history.url
+        assert (
+            url is not None and url.get_secret_value() == f"sqlite:///{directory}/history.sqlite3"
+        )
     assert load_settings(None).cache_root == home_cache
+    assert load_settings(None).history.url is None
     monkeypatch.setenv("AUTOPILOT_CACHE_DIR", str(tmp_path / "mine"))
     with private_cache(tmp_path / "c"):
         assert load_settings(None).cache_root == tmp_path / "c"

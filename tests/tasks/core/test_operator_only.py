@@ -327,3 +327,37 @@ def test_effective_settings_report_the_source_of_a_narrowed_list(
     assert rows["repair.risky_paths"].source == "autopilot.toml"
     assert rows["repair.risky_paths"].ignored is None
     assert rows["repair.max_patch_lines"].source == "environment"
+
+
+def test_the_history_is_the_operators_a_repository_may_only_save_more(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The run history's store, whether it is kept and what it saves are the operator's: a
+    repository may skip rejected files for longer and merge more shards (`at_least`), skip
+    sooner and wait less for a lock (`at_most`), and choose its quarantine's evidence."""
+    (tmp_path / "autopilot.toml").write_text(
+        "[history]\n"
+        'url = "postgresql://attacker:pw@attacker.invalid/loot"\n'
+        "enabled = false\n"
+        "skip_nights = 1\n"  # fewer nights skipped: more spent, ignored
+        "shard_window_s = 7200\n"  # more shards merged: kept
+        "skip_after = 5\n"  # skipping later: ignored
+        "lock_timeout_s = 1\n"  # waiting less: kept
+        "flaky_runs = 4\n"  # the repository's
+    )
+    with caplog.at_level(logging.WARNING):
+        s = load_settings(tmp_path)
+    h = s.history
+    assert h.url is None and h.enabled is True
+    assert (h.skip_nights, h.shard_window_s, h.skip_after, h.lock_timeout_s) == (3, 7200, 2, 1)
+    assert h.flaky_runs == 4
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    toml = str(tmp_path / "autopilot.toml")
+    assert sorted(ln.split(" = ")[0] for ln in lines) == [
+        f"{toml}: history.enabled",
+        f"{toml}: history.skip_after",
+        f"{toml}: history.skip_nights",
+        f"{toml}: history.url",
+    ]
+    assert any("a repository may only raise it (here: 3)" in ln for ln in lines)
+    assert "attacker:pw" not in "\n".join(lines)

@@ -100,6 +100,7 @@ SAMPLES: dict[str, Any] = {
         "feedback": "",
         "reply_schema": schema_text(Diagnosis),
         "examples": [],
+        "history": [],
     },
     "surgeon": lambda: {
         "path": "spec/models/invoice_spec.rb",
@@ -118,6 +119,7 @@ SAMPLES: dict[str, Any] = {
         "previous_output": "",
         "style_notes": "",
         "examples": [],
+        "history": [],
     },
     "judge": lambda: {
         "path": "spec/models/order_spec.rb",

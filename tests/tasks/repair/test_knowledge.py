@@ -85,10 +85,14 @@ def test_a_patch_a_person_rejected_is_not_offered_again_for_the_same_failure(
     rejected = json.loads((found["dir"] / f"knowledge/rejected-{gid}.json").read_text())
     assert rejected["patch_sha256"] == patch_digest(group["patch"])
 
-    # The same failure again: the surgeon's first answer (from the reply cache, no model call)
-    # is the rejected patch; it is revised without an audit, and the next patch is another.
-    rule.replies, rule.served = [f"```diff\n{TEST_EDIT}```\n"], 0
+    # The same failure again: the surgeon's first answer is the rejected patch (from the model:
+    # the run history now tells the surgeon the earlier outcome, so the question is not the
+    # cached one); it is revised without an audit, and the next patch is another.
+    rule.replies, rule.served = [patch_to(5), f"```diff\n{TEST_EDIT}```\n"], 0
+    before = len(mistral_server.requests)
     second = run_flow(repo, report, tmp_path, human_timeout=0)
+    surgeon = next(r for r in mistral_server.requests[before:] if is_surgeon(r))
+    assert "risky after 1 attempt(s); a person's decision: reject" in surgeon.text
 
     [again] = second["groups"]
     assert f"attempt 1: NEEDS_REVISION: {REJECTED}" in again["reasons"]

@@ -20,6 +20,7 @@ from tasks.keep.git import NewCommit as GroupCommit
 from tasks.model.replies import Alternative, Diagnosis
 from tasks.repair.review import judge_rerun
 from tasks.repair.risk import parse_patch, risk_reasons
+from tasks.repair.routing import route_after_audit, route_after_diagnosis
 from tasks.repair.scout import error_type_of, group_failures, message_shape
 from tasks.repair.state import (
     Attempt,
@@ -27,8 +28,6 @@ from tasks.repair.state import (
     GroupState,
     PatchReview,
     metrics,
-    route_after_audit,
-    route_after_diagnosis,
 )
 from tasks.toolchains.registry import get_toolchain
 
