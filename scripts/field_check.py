@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -36,11 +35,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tasks.core.config import SandboxSettings  # noqa: E402
+from tasks.audit.prepared import prepared_run  # noqa: E402
+from tasks.core.config import SandboxSettings, load_settings  # noqa: E402
+from tasks.core.run_context import job_context  # noqa: E402
 from tasks.sandbox.make import make_runner  # noqa: E402
 
 AUTOPILOT = ROOT / ".venv" / "bin" / "autopilot"
-_ENV_LINE = re.compile(r"environment (?P<name>[a-z]+-[0-9a-f]+) (?:built|reused)")
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "field",
     "GIT_AUTHOR_EMAIL": "field@example.invalid",
@@ -84,7 +84,8 @@ def obtain(name: str, source: str, work: Path) -> Path:
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     if kind == "pypi":
-        _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+        base = getattr(sys, "_base_executable", None) or "python3"
+        _run([base, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
               "-d", str(scratch), spec], cwd=scratch)  # fmt: skip
         _unpack(next(scratch.iterdir()), dest)
     elif kind == "npm":
@@ -129,25 +130,25 @@ def audit(repo: Path, home: Path) -> tuple[dict, dict | None, str]:  # type: ign
     return json.loads(mapped.stdout or "{}"), report, done.stderr
 
 
-def _env_dir(home: Path, stderr: str) -> Path | None:
-    found = _ENV_LINE.findall(stderr)
-    return home / "envs" / found[-1] if found else None
-
-
-def reference(stack: str, repo: Path, home: Path, env_dir: Path | None) -> tuple:  # type: ignore[type-arg]
-    """(counts, {source: coverage ratio}) of the framework's own run, in the sandbox."""
+def reference(stack: str, repo: Path, home: Path) -> tuple:  # type: ignore[type-arg]
+    """(counts, {source: coverage ratio}) of the framework's own run, in the sandbox, inside
+    the same prepared run as the audit's (its environment, reused; its services, started)."""
     copy = repo.parent.parent / "ref" / repo.name
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"), symlinks=True)
-    dirs = [str(env_dir)] if env_dir is not None else []
-    runner = make_runner(SandboxSettings(backend="bwrap", timeout_s=1800), copy,
-                         toolchain_dirs=dirs, inherit_context=False)  # fmt: skip
-    if stack == "python-pytest":
-        return _pytest(runner, copy, home, env_dir)
-    if stack == "node-jest":
-        return _jest(runner, copy, env_dir)
-    if stack == "ruby-rspec":
-        return _rspec(runner, copy, env_dir)
+    os.environ["AUTOPILOT_HOME"] = str(home)
+    settings = load_settings(copy)
+    with prepared_run(settings, copy, copy, stack) as ready, job_context("reference"):
+        if ready.problem:
+            raise RuntimeError(f"reference run not ready: {ready.problem}")
+        env_dir = Path(ready.env.path) if ready.env is not None else None
+        runner = make_runner(SandboxSettings(backend="bwrap", timeout_s=1800), copy)
+        if stack == "python-pytest":
+            return _pytest(runner, copy, home, env_dir)
+        if stack == "node-jest":
+            return _jest(runner, copy, env_dir)
+        if stack == "ruby-rspec":
+            return _rspec(runner, copy, env_dir)
     raise RuntimeError(f"no reference run for {stack}")
 
 
@@ -191,9 +192,13 @@ def _jest(runner, copy: Path, env_dir: Path | None) -> tuple:  # type: ignore[no
     if not (copy / "node_modules").exists():
         (copy / "node_modules").symlink_to(modules)
     jest = str(modules / "jest" / "bin" / "jest.js")
+    scripts = " ".join(
+        p.read_text() for p in (copy / "package.json", copy / "Makefile") if p.is_file()
+    )
+    options = "--experimental-vm-modules" if "experimental-vm-modules" in scripts else ""
     runner.run(["node", jest, "--ci", "--json", f"--outputFile={copy}/ref.json", "--coverage",
                 "--coverageReporters=json-summary", f"--coverageDirectory={copy}/ref-cov",
-                *extra], cwd=copy, env={"NODE_OPTIONS": "--experimental-vm-modules"})  # fmt: skip
+                *extra], cwd=copy, env={"NODE_OPTIONS": options})  # fmt: skip
     doc = json.loads((copy / "ref.json").read_text())
     skipped = doc.get("numPendingTests", 0) + doc.get("numTodoTests", 0)
     counts = (doc["numTotalTests"], doc["numPassedTests"], doc["numFailedTests"], skipped)
@@ -214,9 +219,7 @@ SimpleCov.start { coverage_dir "%s"; add_filter "/spec/" }
 
 def _rspec(runner, copy: Path, env_dir: Path | None) -> tuple:  # type: ignore[no-untyped-def,type-arg]
     (copy / "ref_simplecov.rb").write_text(_SIMPLECOV % f"{copy}/ref-cov")
-    env = {"RAILS_ENV": "test"}
-    if env_dir is not None:
-        env |= {"GEM_HOME": str(env_dir / "gems"), "BUNDLE_FROZEN": "true"}
+    env = {"RAILS_ENV": "test"}  # the prepared bundle's variables come with the run's context
     runner.run(["rspec", "-r", f"{copy}/ref_simplecov.rb", "--format", "json", "--out",
                 f"{copy}/ref.json"], cwd=copy, env=env)  # fmt: skip
     doc = json.loads((copy / "ref.json").read_text())
@@ -247,7 +250,7 @@ def check(name: str, source: str, work: Path) -> Row:
         row.ran = "yes" if report["suite"]["ran"] else "no"
         t = report["summary"]["tests"]
         row.ours = (t["tests"], t["passed"], t["failed"] + t["errors"], t["skipped"])
-        counts, ratios = reference(row.stack, repo, work / "home", _env_dir(work / "home", stderr))
+        counts, ratios = reference(row.stack, repo, work / "home")
         row.theirs = counts
         ours = {f["source"]: f for f in report["files"]}
         for path, ratio in ratios.items():
