@@ -159,6 +159,9 @@ def _verdict(
             language=chain.language,
             samples=settings.model.judge_samples,
         )
+    if validation.coverage is not None:  # the document's contract: counts, not every line
+        coverage = validation.coverage.model_copy(update={"executed_lines": None})
+        validation = validation.model_copy(update={"coverage": coverage})
     return JudgeReport(
         spec=spec,
         source=source,

@@ -2,13 +2,21 @@
 failing commit made present in the worker's clone, the fix branch pushed.
 
 Public: :func:`fetch_reports` (a :class:`FetchedReports`: files and one line per failure),
-:func:`ensure_commit`, :func:`push_fix_branch`.
+:func:`ensure_commit` and :func:`ensure_ref` (a commit or ref fetched when the clone lacks it),
+:func:`merge_base` (a shallow clone deepened for it), :func:`push_fix_branch`.
 
 May import: boto3 (lazily), pydantic, ``tasks.keep.git``/``tasks.keep.git_safe`` (the hardened git).
 Never the sandbox, the model or a flow.
 """
 
-from tasks.ci_inputs.commits import CommitFetch, PushOutcome, ensure_commit, push_fix_branch
+from tasks.ci_inputs.commits import (
+    CommitFetch,
+    PushOutcome,
+    ensure_commit,
+    ensure_ref,
+    merge_base,
+    push_fix_branch,
+)
 from tasks.ci_inputs.reports import FetchedReport, FetchedReports, fetch_reports
 
 __all__ = [
@@ -17,6 +25,8 @@ __all__ = [
     "FetchedReports",
     "PushOutcome",
     "ensure_commit",
+    "ensure_ref",
     "fetch_reports",
+    "merge_base",
     "push_fix_branch",
 ]

@@ -30,7 +30,9 @@ class CommitFetch(BaseModel):
 
     sha: str
     fetched: bool
-    how: Literal["present", "fetched by id", "fetched with the remote's branches"]
+    how: Literal[
+        "present", "fetched by id", "fetched with the remote's branches", "fetched by name"
+    ]
 
 
 class PushOutcome(BaseModel):
@@ -45,7 +47,11 @@ class PushOutcome(BaseModel):
 
 
 def _has_commit(repo: Path, sha: str) -> str | None:
-    done = run_git(["rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}"], cwd=repo, check=False)
+    done = run_git(
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{sha}^{{commit}}"],
+        cwd=repo,
+        check=False,
+    )
     return done.stdout.decode().strip() if done.returncode == 0 else None
 
 
@@ -91,6 +97,92 @@ def ensure_commit(repo: Path, sha: str, *, remote: str = "origin") -> CommitFetc
         log.info("fetched %s with the branches of %s", full, remote)
         return CommitFetch(sha=full, fetched=True, how="fetched with the remote's branches")
     raise GitError(f"{repo}: commit {sha} is neither here nor on any branch of {remote}")
+
+
+def _fetch(repo: Path, remote: str, refspec: str) -> None:
+    done = run_git(
+        ["fetch", "--no-tags", remote, refspec],
+        cwd=repo,
+        check=False,
+        push=True,
+        timeout=FETCH_TIMEOUT_S,
+    )
+    if done.returncode != 0:
+        why = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GitError(
+            f"{repo}: fetching {refspec} from {remote} failed: {why[-1] if why else 'git failed'}"
+        )
+
+
+def ensure_ref(repo: Path, ref: str, *, remote: str = "origin") -> CommitFetch:
+    """Make sure `ref` (a commit id, a branch, ``origin/<branch>`` or a full ``refs/...``
+    name such as ``refs/pull/7/head``) names a commit in `repo`, fetching it from `remote`
+    when the clone lacks it (a CI checkout often has only the head).
+
+    Raises:
+        GitError: a bad ref or remote, or `remote` does not have it (one line).
+    """
+    ref = ref.strip()
+    if not ref or ref.startswith("-") or any(c.isspace() or ord(c) < 32 for c in ref):
+        raise GitError(f"{ref!r}: not a valid ref")
+    if remote.startswith("-") or not remote:
+        raise GitError(f"{remote!r}: not a valid remote")
+    if full := _has_commit(repo, ref):
+        return CommitFetch(sha=full, fetched=False, how="present")
+    if _SHA.match(ref.lower()):
+        return ensure_commit(repo, ref, remote=remote)
+    if ref.startswith("refs/") and not ref.startswith(("refs/heads/", "refs/remotes/")):
+        local = f"refs/autopilot/fetched/{ref.removeprefix('refs/')}"
+        source = ref
+    else:
+        name = ref.removeprefix("refs/heads/").removeprefix("refs/remotes/")
+        name = name.removeprefix(f"{remote}/")
+        source, local = f"refs/heads/{name}", f"refs/remotes/{remote}/{name}"
+    if run_git(["check-ref-format", local], cwd=repo, check=False).returncode:
+        raise GitError(f"{ref!r}: not a valid ref")
+    _fetch(repo, remote, f"+{source}:{local}")
+    if full := _has_commit(repo, local):
+        log.info("fetched %s (%s) from %s", ref, full[:12], remote)
+        return CommitFetch(sha=full, fetched=True, how="fetched by name")
+    raise GitError(f"{repo}: {ref!r} is neither here nor on {remote}")
+
+
+def merge_base(repo: Path, base: str, head: str, *, remote: str = "origin") -> str:
+    """The commit where `head` left `base` (what a pull request's diff starts from); a shallow
+    clone that lacks it is deepened from `remote` once.
+
+    Raises:
+        GitError: the two histories share no commit (one line).
+    """
+    args = ["merge-base", "--end-of-options", base, head]
+    done = run_git(args, cwd=repo, check=False)
+    if done.returncode != 0 and _shallow(repo):
+        log.info("%s is a shallow clone: fetching the history for the merge base", repo)
+        _unshallow(repo, remote)
+        done = run_git(args, cwd=repo, check=False)
+    if done.returncode != 0:
+        raise GitError(
+            f"{repo}: {base[:12]} and {head[:12]} share no history (no merge base); "
+            "a shallow clone needs its history (fetch-depth: 0)"
+        )
+    return done.stdout.decode().strip()
+
+
+def _shallow(repo: Path) -> bool:
+    done = run_git(["rev-parse", "--is-shallow-repository"], cwd=repo, check=False)
+    return done.stdout.decode().strip() == "true"
+
+
+def _unshallow(repo: Path, remote: str) -> None:
+    done = run_git(
+        ["fetch", "--no-tags", "--unshallow", remote],
+        cwd=repo,
+        check=False,
+        push=True,
+        timeout=FETCH_TIMEOUT_S,
+    )
+    if done.returncode != 0:
+        log.warning("%s: could not deepen the clone from %s", repo, remote)
 
 
 def push_fix_branch(repo: Path, branch: str, *, remote: str = "origin") -> PushOutcome:

@@ -37,6 +37,7 @@ from tasks.core.setting_groups import (
     GateSettings,
     ModelNames,
     ModelSettings,
+    PremergeSettings,
     RepairSettings,
     RuleId,
     SandboxSettings,
@@ -50,6 +51,7 @@ __all__ = [
     "LoadedSettings",
     "ModelNames",
     "ModelSettings",
+    "PremergeSettings",
     "RepairSettings",
     "RuleId",
     "SandboxSettings",
@@ -90,6 +92,10 @@ class Settings(_Group, BaseSettings):
     gates: GateSettings = Field(default_factory=GateSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     repair: RepairSettings = Field(default_factory=RepairSettings)
+    premerge: PremergeSettings = Field(
+        default_factory=PremergeSettings,
+        description="Pre-merge runs on a pull request's changed lines",
+    )
     toolchain: str | None = Field(
         None,
         pattern=r"^[a-z][a-z0-9-]*$",

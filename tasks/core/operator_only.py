@@ -68,6 +68,11 @@ RULES: dict[str, Rule] = {
     "envs.bundle_path": "in_repo",
     "forge": "operator",
     "repair.risky_paths": "add_only",
+    # A pull request's budget is the operator's; a repository may skip more files.
+    "premerge.max_changed_lines": "at_most",
+    "premerge.max_files": "at_most",
+    "premerge.skip": "add_only",
+    "premerge.status_context": "operator",
     # The operator's model budget: a repository may spend less, never more.
     "model.timeout_s": "at_most",
     "model.max_retries": "at_most",

@@ -82,6 +82,13 @@ class GateSettings(_Group):
     max_mutants: int = Field(
         10, ge=0, description="Mutants scored per accepted file (0: no mutation score)"
     )
+    min_diff_coverage: float = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="Pre-merge: the share of a file's changed lines (those the coverage tool "
+        "measures) its tests must run",
+    )
 
 
 class SandboxSettings(_Group):
@@ -148,4 +155,29 @@ class RepairSettings(_Group):
     risky_paths: list[str] = Field(default_factory=list, description="Globs that need a human")
     human_timeout_s: float = Field(
         3600.0, ge=0, description="Seconds a hand-off waits for a person's answer"
+    )
+
+
+class PremergeSettings(_Group):
+    """``autopilot premerge``: how much of a pull request's diff is worked on, and how it is
+    reported on the forge."""
+
+    max_changed_lines: int = Field(
+        2000,
+        gt=0,
+        description="Changed lines worked on at most (the diff's budget): files past it are "
+        "listed, not tested",
+    )
+    max_files: int = Field(20, gt=0, description="Changed source files worked on at most")
+    skip: list[str] = Field(
+        default_factory=list,
+        description="Globs of further generated or vendored files to skip (lock files, "
+        "minified files, vendored folders and files with a generated header are skipped "
+        "anyway)",
+    )
+    status_context: str = Field(
+        "autopilot/premerge",
+        min_length=1,
+        max_length=100,
+        description="The name of the commit status on the pull request's head",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,6 +20,10 @@ SourceKind = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _unrecorded(value: object) -> bool:
+    return value is None
 
 
 class PromptMeta(BaseModel):
@@ -133,6 +138,12 @@ class FileCoverage(_Model):
     partial_lines: list[int] = Field(
         default_factory=list, description="Executed lines with a branch never taken"
     )
+    executed_lines: list[int] | None = Field(
+        None,
+        description="The executable lines that ran (None: not recorded); with "
+        "uncovered_lines, every line the tool measured",
+        exclude_if=_unrecorded,
+    )
 
     @property
     def ratio(self) -> float:
@@ -140,6 +151,16 @@ class FileCoverage(_Model):
         if self.executable_lines == 0:
             return 1.0
         return self.covered_lines / self.executable_lines
+
+    def lines_run(self, lines: Collection[int]) -> tuple[int, int]:
+        """Of `lines`, how many ran and how many the tool measured (the others are blank,
+        comments, declarations no tool counts). Without a record of the lines that ran,
+        every line of `lines` counts as measured and ran unless it is uncovered."""
+        wanted, missed = set(lines), set(self.uncovered_lines)
+        if self.executed_lines is None:
+            return len(wanted - missed), len(wanted)
+        ran = wanted & set(self.executed_lines)
+        return len(ran - missed), len(ran | (wanted & missed))
 
 
 class SourceFile(_Model):

@@ -266,11 +266,13 @@ def merge_coverage(*reports: dict[str, FileCoverage]) -> dict[str, FileCoverage]
     for key, covs in by_file.items():
         uncovered = set.intersection(*(set(c.uncovered_lines) for c in covs))
         executable = max(c.executable_lines for c in covs)
+        known = [set(c.executed_lines) for c in covs if c.executed_lines is not None]
         out[key] = FileCoverage(
             path=key,
             executable_lines=executable,
             covered_lines=executable - len(uncovered),
             uncovered_lines=sorted(uncovered),
+            executed_lines=sorted(set().union(*known) - uncovered) if known else None,
         )
     return out
 
@@ -342,6 +344,7 @@ def _to_file_coverage(key: str, hits: _Hits) -> FileCoverage:
         executable_lines=len(hits),
         covered_lines=len(hits) - len(uncovered),
         uncovered_lines=uncovered,
+        executed_lines=sorted(n for n, c in hits.items() if c > 0),
     )
 
 

@@ -51,6 +51,8 @@ def round_feedback(evidence: Evidence, decision: GateDecision) -> str:
         # The threshold that was missed (and branches); the lines are in the tools' output.
         head = [r for r in decision.reasons if not r.startswith("uncovered lines:")]
         text = "\n".join([*head, text])
+    if decision.gate == "diff_coverage":  # the changed lines no test ran, named
+        text = "\n".join([*decision.reasons, text])
     return text.strip() or "\n".join(decision.reasons)
 
 

@@ -4,12 +4,16 @@ A generated or repaired test is accepted only if: it loads and every example pas
 `pass`); it passes again on every re-run (`flaky`); lint is clean after autocorrect (`lint`);
 the target's line coverage reaches `min_coverage`, or its own ceiling when lines are marked as
 reachable by no test, or, for a file that already had specs, gains `min_coverage_gain` over the
-baseline (`coverage`); the static rubric finds none of the rejected rules in its test files or
-the support files written with them (`static`); the support files it wrote or changed are left
-out when the tests pass without them, and otherwise change no result but the new tests'
-(`support`, :mod:`tasks.generate.support_gate`); the judge score reaches `min_judge`
-(`judge`); with `min_mutation` set, the new tests kill that share of the mutants made on the
-lines they cover (`mutation`; off by default, the score is reported all the same).
+baseline (`coverage`); for a pre-merge target (lines a pull request changed), at least
+`min_diff_coverage` of its changed lines that the coverage tool measures ran (`diff_coverage`;
+its `coverage` gate then asks only that the file's coverage does not fall below its baseline:
+the rest of the file is the nightly's to cover); the static rubric finds none of the rejected
+rules in its test files or the support files written with them (`static`); the support files
+it wrote or changed are left out when the tests pass without them, and otherwise change no
+result but the new tests' (`support`, :mod:`tasks.generate.support_gate`); the judge score
+reaches `min_judge` (`judge`); with `min_mutation` set, the new tests kill that share of the
+mutants made on the lines they cover, a pre-merge target's changed lines only (`mutation`; off
+by default, the score is reported all the same).
 :func:`evaluate` runs them in order and returns every result up to the first failure, which
 decides. Pure functions: the caller gathers the evidence, and never asks the judge before the
 execution gates passed.
@@ -26,7 +30,17 @@ from tasks.core.config import GateSettings
 from tasks.core.types import FileCoverage, LintOffense, StaticVerdict, ValidationResult
 
 GateName = Literal[
-    "load", "pass", "flaky", "lint", "coverage", "static", "support", "judge", "mutation", "suite"
+    "load",
+    "pass",
+    "flaky",
+    "lint",
+    "coverage",
+    "diff_coverage",
+    "static",
+    "support",
+    "judge",
+    "mutation",
+    "suite",
 ]
 GATE_ORDER: tuple[GateName, ...] = (
     "load",
@@ -34,6 +48,7 @@ GATE_ORDER: tuple[GateName, ...] = (
     "flaky",
     "lint",
     "coverage",
+    "diff_coverage",
     "static",
     "support",
     "judge",
@@ -98,6 +113,11 @@ class Evidence(BaseModel):
     )
     support_notes: list[str] = Field(
         default_factory=list, description="What the support gate decided (files left out)"
+    )
+    changed_lines: list[int] = Field(
+        default_factory=list,
+        description="Pre-merge: the target's lines the pull request added or changed ([]: a "
+        "nightly target, the diff_coverage gate passes)",
     )
     judge_score: float | None = None
     mutation_score: float | None = None
@@ -212,13 +232,62 @@ def _lint(e: Evidence, s: GateSettings) -> GateResult:
 
 
 def _coverage(e: Evidence, s: GateSettings) -> GateResult:
-    return coverage_gate(
+    result = coverage_gate(
         e.validation.coverage,
         e.coverage_before,
         s,
         had_specs=e.had_specs,
         no_cover=e.no_cover,
     )
+    coverage, before = e.validation.coverage, e.coverage_before
+    # Pre-merge: the changed lines are diff_coverage's; the file must only not lose coverage.
+    kept = coverage is not None and before is not None and coverage.ratio + 1e-9 >= before
+    if not result.passed and e.changed_lines and kept:
+        return _result("coverage", [])
+    return result
+
+
+def diff_coverage_gate(
+    coverage: FileCoverage | None,
+    changed: Collection[int],
+    settings: GateSettings,
+    no_cover: Collection[int] = (),
+) -> GateResult:
+    """`diff_coverage`: of the `changed` lines (those the project does not mark as reachable
+    by no test) that the coverage tool measures, at least `min_diff_coverage` ran. No changed
+    line (a nightly target), or none the tool measures, passes."""
+    lines = set(changed) - set(no_cover)
+    if not lines:
+        return _result("diff_coverage", [])
+    if coverage is None:
+        return _result("diff_coverage", ["no coverage was measured for the target"])
+    ran, measured = coverage.lines_run(lines)
+    if measured == 0 or ran / measured + 1e-9 >= settings.min_diff_coverage:
+        return _result("diff_coverage", [])
+    missed = sorted(lines & set(coverage.uncovered_lines))
+    return _result(
+        "diff_coverage",
+        [
+            f"changed lines covered {ran}/{measured} ({ran / measured:.0%}) < "
+            f"{settings.min_diff_coverage:.0%}",
+            f"changed lines no test runs: {', '.join(str(n) for n in missed[:50])}",
+        ],
+    )
+
+
+def diff_share(coverage: FileCoverage | None, changed: Collection[int]) -> float | None:
+    """The share of the `changed` lines the coverage tool measures that ran (None: no changed
+    line, or none it measures; 0.0 when nothing was measured at all)."""
+    if not changed:
+        return None
+    if coverage is None:
+        return 0.0
+    ran, measured = coverage.lines_run(changed)
+    return round(ran / measured, 4) if measured else None
+
+
+def _diff_coverage(e: Evidence, s: GateSettings) -> GateResult:
+    return diff_coverage_gate(e.validation.coverage, e.changed_lines, s, e.no_cover)
 
 
 def _static(e: Evidence, s: GateSettings) -> GateResult:
@@ -263,6 +332,7 @@ GATES: tuple[tuple[GateName, Callable[[Evidence, GateSettings], GateResult]], ..
     ("flaky", _flaky),
     ("lint", _lint),
     ("coverage", _coverage),
+    ("diff_coverage", _diff_coverage),
     ("static", _static),
     ("support", _support),
     ("judge", _judge),

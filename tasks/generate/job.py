@@ -60,6 +60,8 @@ def skipped(target: Target, reason: str) -> FileOutcome:
         verdict="skipped",
         reasons=[reason],
         coverage_before=target.coverage_before,
+        changed_lines=list(target.changed_lines),
+        diff_coverage_before=target.diff_coverage_before,
     )
 
 

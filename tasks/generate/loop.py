@@ -31,9 +31,9 @@ from tasks.generate.feedback import (
     support_feedback,
 )
 from tasks.generate.files import read_back, snapshot, write_files
-from tasks.generate.gates import Evidence, GateDecision, GateName, evaluate
+from tasks.generate.gates import Evidence, GateDecision, GateName, diff_share, evaluate
 from tasks.generate.mutation import mutation_score, survivors_feedback
-from tasks.generate.numbered import numbered, numbered_for
+from tasks.generate.numbered import line_ranges, numbered, numbered_for
 from tasks.generate.rounds import BudgetExhaustedError, Conversation, round_record
 from tasks.generate.skills import Skill
 from tasks.generate.steps import MeasuredRound, StepMemo
@@ -102,6 +102,8 @@ def generate_for_file(
         spec=target.spec,
         verdict="error",
         coverage_before=target.coverage_before,
+        changed_lines=list(target.changed_lines),
+        diff_coverage_before=target.diff_coverage_before,
         skill=skill.name,
     )
     rules = chain.file_rules(project)
@@ -196,6 +198,7 @@ def _take_support(
     outcome.validation, outcome.reruns = check.validation, check.reruns
     coverage = check.validation.coverage
     outcome.coverage_after = round(coverage.ratio, 4) if coverage else None
+    outcome.diff_coverage_after = diff_share(coverage, outcome.changed_lines)
 
 
 def _another_round(
@@ -234,6 +237,7 @@ def _score_mutants(job: Job, outcome: FileOutcome, talk: Conversation, evidence:
         runner=job.runner,
         limit=gates.max_mutants,
         cache_dir=job.settings.cache_root / "mutants",
+        only=job.target.changed_lines or None,
         timeout_s=job.settings.sandbox.spec_timeout_s,
     )
     outcome.mutation, outcome.mutation_score = record, record.score
@@ -259,13 +263,14 @@ def _rounds(
         "expected_spec": target.spec,
         "skill_name": job.skill.name,
         "skill": job.skill.body,
+        "changed_lines": line_ranges(target.changed_lines),
     }
     evidence, pending = previous if previous is not None else (None, None)
     decision = GateDecision.reject("load", ["no draft"])
     for iteration in range(outcome.iterations + 1, max_iterations + 1):
         outcome.iterations = iteration
         if evidence is None:
-            source = numbered(ctx.source, target.uncovered_lines)
+            source = numbered(ctx.source, target.uncovered_lines, (), target.changed_lines)
             talk.ask("generate", job.project, docs=ctx.docs, **(common | {"source": source}))
         else:
             previous_files = [{"path": p, "text": t} for p, t in talk.files.items()]
@@ -277,7 +282,7 @@ def _rounds(
                 previous_files=previous_files,
                 failure_output=failure,
                 iteration=iteration,
-                **(common | {"source": numbered_for(ctx.source, evidence.validation.coverage)}),
+                **(common | {"source": _numbered_now(ctx.source, evidence, target)}),
             )
         originals.update(snapshot(job.project, [p for p in talk.files if p not in originals]))
         evidence = _measure(job, talk)
@@ -288,6 +293,10 @@ def _rounds(
             break
     assert evidence is not None
     return evidence, decision
+
+
+def _numbered_now(text: str, evidence: Evidence, target: Target) -> str:
+    return numbered_for(text, evidence.validation.coverage, target.changed_lines)
 
 
 def _measure(job: Job, talk: Conversation) -> Evidence:
@@ -317,6 +326,7 @@ def _measure(job: Job, talk: Conversation) -> Evidence:
         coverage_before=job.target.coverage_before,
         had_specs=bool(job.target.specs),
         no_cover=sorted(job.chain.no_cover_lines(job.context.source)),
+        changed_lines=list(job.target.changed_lines),
         static=_static(talk.files, job.chain, talk),
         forbidden_rules=static_reject(job.settings.gates),
     )
@@ -342,6 +352,7 @@ def _record_draft(
     outcome.files = changed
     outcome.validation = validation
     outcome.coverage_after = round(validation.coverage.ratio, 4) if validation.coverage else None
+    outcome.diff_coverage_after = diff_share(validation.coverage, target.changed_lines)
     outcome.static_score = evidence.static.score if evidence.static is not None else None
     if target.spec not in talk.files:
         outcome.spec = next((p for p in talk.files if talk.rules.is_test_file(p)), target.spec)

@@ -3,12 +3,13 @@
 Coverage says a line ran; a mutant says whether a test would fail if the line were wrong. For
 each accepted file, small mutants (the stack's operators, :meth:`Toolchain.mutations`: flipped
 comparisons, ``+``/``-``, an integer plus one) are made on the lines its new tests covered (inside
-function bodies where the stack knows them), at most ``gates.max_mutants``, one per line, chosen
-deterministically; each is written into the target's private copy and the new spec alone is run
-in the sandbox without coverage. A mutant is killed when the run fails, does not load or is
-stopped (a time-out included). Results are cached by content (the source, the mutant, the test
-files, the toolchain), so an unchanged file costs no run. The score is killed / made; survivors
-go back to the generator as the assertions the tests lack when ``gates.min_mutation`` is set.
+function bodies where the stack knows them; in a pre-merge run, only on the lines the pull
+request changed), at most ``gates.max_mutants``, one per line, chosen deterministically; each is
+written into the target's private copy and the new spec alone is run in the sandbox without
+coverage. A mutant is killed when the run fails, does not load or is stopped (a time-out
+included). Results are cached by content (the source, the mutant, the test files, the
+toolchain), so an unchanged file costs no run. The score is killed / made; survivors go back
+to the generator as the assertions the tests lack when ``gates.min_mutation`` is set.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import logging
 import random
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -103,6 +105,7 @@ def mutation_score(
     limit: int,
     cache_dir: Path | None,
     timeout_s: float | None = None,
+    only: Collection[int] | None = None,
 ) -> MutationRecord:
     """Mutate `source` in `project` (restored afterwards) and run the `tests` against each.
 
@@ -115,11 +118,15 @@ def mutation_score(
         limit: at most this many mutants.
         cache_dir: where results are kept by content (None: no cache).
         timeout_s: each run's limit (a mutant that loops forever is killed by it).
+        only: mutate these lines only (a pull request's changed lines; None: every covered
+            line).
     """
     started = time.monotonic()
     file = project / source
     original = file.read_text(encoding="utf-8")
     lines = mutant_lines(chain, source, original, coverage)
+    if only is not None:
+        lines &= set(only)
     mutants = choose_mutants(chain, source, original, lines, limit) if limit > 0 else []
     store = JsonStore(cache_dir, _Killed) if cache_dir is not None else None
     record = MutationRecord(score=None, made=len(mutants), killed=0)

@@ -20,12 +20,13 @@ from tasks.generate.skills import glob_match
 
 log = logging.getLogger(__name__)
 
-TargetReason = Literal["untested", "failing", "low-coverage", "weak-static"]
+TargetReason = Literal["untested", "failing", "low-coverage", "weak-static", "changed-lines"]
 _RANK: dict[TargetReason, int] = {
     "untested": 0,
     "failing": 1,
     "low-coverage": 1,
     "weak-static": 2,
+    "changed-lines": 0,
 }
 
 
@@ -40,6 +41,14 @@ class Target(BaseModel):
     coverage_before: float | None = None
     uncovered_lines: list[int] = Field(default_factory=list)
     static_before: float | None = None
+    changed_lines: list[int] = Field(
+        default_factory=list,
+        description="Pre-merge: the lines a pull request added or changed, the ones to cover "
+        "([]: a nightly target, the whole file)",
+    )
+    diff_coverage_before: float | None = Field(
+        None, description="Pre-merge: the share of the changed lines the suite ran before"
+    )
 
 
 def _reason(f: AuditFile, min_coverage: float, min_static: float) -> TargetReason | None:

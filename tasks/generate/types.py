@@ -55,6 +55,15 @@ class FileOutcome(BaseModel):
     static_score: float | None = None
     mutation_score: float | None = None
     mutation: MutationRecord | None = None
+    changed_lines: list[int] = Field(
+        default_factory=list, description="Pre-merge: the lines the pull request changed"
+    )
+    diff_coverage_before: float | None = Field(
+        None, description="Pre-merge: the share of the changed lines the suite ran before"
+    )
+    diff_coverage_after: float | None = Field(
+        None, description="Pre-merge: the same share with the new tests"
+    )
     tokens: int = 0
     model_calls: int = 0
     skill: str | None = None

@@ -130,5 +130,6 @@ def parse_istanbul(path: Path, repo: Path, aliases: Sequence[Path] = ()) -> dict
             executable_lines=len(lines),
             covered_lines=sum(1 for h in lines.values() if h > 0),
             uncovered_lines=sorted(n for n, h in lines.items() if h == 0),
+            executed_lines=sorted(n for n, h in lines.items() if h > 0),
         )
     return files

@@ -3,7 +3,14 @@ from __future__ import annotations
 from tasks.core.config import GateSettings
 from tasks.core.types import FileCoverage, Finding, LintOffense, StaticVerdict, TestCaseResult
 from tasks.core.types import ValidationResult as VR
-from tasks.generate.gates import Evidence, coverage_ceiling, evaluate, execution
+from tasks.generate.gates import (
+    Evidence,
+    coverage_ceiling,
+    diff_coverage_gate,
+    diff_share,
+    evaluate,
+    execution,
+)
 
 SETTINGS = GateSettings(min_coverage=0.9, min_coverage_gain=0.2, min_judge=0.7, flaky_runs=2)
 
@@ -154,6 +161,7 @@ def test_the_decision_lists_every_gate_run_in_order() -> None:
         "flaky",
         "lint",
         "coverage",
+        "diff_coverage",
         "static",
         "support",
         "judge",
@@ -192,3 +200,65 @@ def test_mutation_gate_is_off_by_default_and_gates_when_set() -> None:
     assert evaluate(_evidence(mutation_score=0.6, mutants=(6, 10)), strict).accepted
     # No mutant could be made: nothing to gate on.
     assert evaluate(_evidence(mutation_score=None), strict).accepted
+
+
+# --- diff_coverage: a pull request's changed lines ----------------------------------------------
+
+
+def _measured(executed: list[int], uncovered: list[int]) -> FileCoverage:
+    """Coverage of a 20-line file whose measured lines are `executed` and `uncovered` (the
+    others are blank, comments, `end`s no tool counts)."""
+    return FileCoverage(
+        path="app/models/a.rb",
+        executable_lines=len(executed) + len(uncovered),
+        covered_lines=len(executed),
+        uncovered_lines=uncovered,
+        executed_lines=executed,
+    )
+
+
+def test_a_nightly_target_without_changed_lines_passes_diff_coverage() -> None:
+    assert diff_coverage_gate(_measured([1], [2, 3]), [], SETTINGS).passed
+    assert diff_share(_measured([1], [2, 3]), []) is None
+
+
+def test_diff_coverage_counts_only_the_changed_lines_the_tool_measures() -> None:
+    # Changed: 4 (ran), 5 (a comment: not measured), 6 (never ran), 7 (ran).
+    coverage = _measured([1, 4, 7], [2, 6])
+    result = diff_coverage_gate(coverage, [4, 5, 6, 7], SETTINGS)
+    assert not result.passed
+    assert result.reasons == [
+        "changed lines covered 2/3 (67%) < 90%",
+        "changed lines no test runs: 6",
+    ]
+    assert diff_share(coverage, [4, 5, 6, 7]) == 0.6667
+    assert diff_coverage_gate(coverage, [4, 5, 7], SETTINGS).passed
+    lenient = SETTINGS.model_copy(update={"min_diff_coverage": 0.6})
+    assert diff_coverage_gate(coverage, [4, 5, 6, 7], lenient).passed
+
+
+def test_changed_lines_no_tool_measures_or_marked_no_cover_pass() -> None:
+    coverage = _measured([1], [2, 6])
+    assert diff_coverage_gate(coverage, [5, 8], SETTINGS).passed  # blank or comment lines
+    assert diff_share(coverage, [5, 8]) is None
+    assert diff_coverage_gate(coverage, [6], SETTINGS, no_cover=[6]).passed
+    assert not diff_coverage_gate(None, [6], SETTINGS).passed
+
+
+def test_without_a_record_of_the_lines_that_ran_every_changed_line_counts() -> None:
+    coverage = _measured([1], [2, 6]).model_copy(update={"executed_lines": None})
+    assert diff_share(coverage, [5, 6]) == 0.5
+
+
+def test_a_pre_merge_target_is_gated_on_its_changed_lines_not_on_the_whole_file() -> None:
+    half = _measured(list(range(1, 11)), list(range(11, 21)))  # 50% of the file
+    evidence = _evidence(validation=_ok().model_copy(update={"coverage": half}))
+    assert evaluate(evidence, SETTINGS).gate == "coverage"  # a nightly target: 50% < 90%
+    premerge = evidence.model_copy(update={"changed_lines": [3, 4], "coverage_before": 0.4})
+    assert evaluate(premerge, SETTINGS).accepted  # its changed lines ran, nothing was lost
+    missed = premerge.model_copy(update={"changed_lines": [3, 12]})
+    decision = evaluate(missed, SETTINGS)
+    assert decision.gate == "diff_coverage"
+    assert decision.reasons[1] == "changed lines no test runs: 12"
+    lost = premerge.model_copy(update={"coverage_before": 0.6})
+    assert evaluate(lost, SETTINGS).gate == "coverage"  # the file lost coverage

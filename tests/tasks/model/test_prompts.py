@@ -60,6 +60,7 @@ def _generate_vars() -> dict[str, Any]:
         "versions": {"ruby": "3.1.2", "rails": "6.1.7", "factory_bot": "6.2.1"},
         "skill_name": skill.name,
         "skill": skill.body,
+        "changed_lines": "",
     }
 
 
@@ -246,6 +247,19 @@ def test_generate_for_python_names_its_tools() -> None:
     assert "Improve it" in user
     assert "Only paths under\ntests/ are accepted" in user
     assert user.endswith(SELF_REVIEW)
+
+
+def test_a_nightly_prompt_has_no_changed_lines_section() -> None:
+    for name in ("generate", "fix"):
+        assert "Changed lines" not in render(name, **SAMPLES[name]()).user
+
+
+@pytest.mark.parametrize("name", ["generate", "fix"])
+def test_a_pre_merge_prompt_names_the_changed_lines_after_the_source(name: str) -> None:
+    user = render(name, **(SAMPLES[name]() | {"changed_lines": "2, 5-7"})).user
+    section = user.index("## Changed lines: the pull request's")
+    assert user.index("## Source file:") < section
+    assert "It added or changed lines\n2, 5-7 (marked `+`" in user
 
 
 def test_fix_carries_the_exact_failure_output() -> None:
