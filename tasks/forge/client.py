@@ -19,23 +19,28 @@ reports it and loses nothing (the branch is pushed, the summary archived). Trans
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Literal
-from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from tasks.forge.http import (
+    auth_headers,
+    client,
+    forge_name,
+    message,
+    one,
+    project_url,
+    read_json,
+    send,
+)
 from tasks.forge.settings import ForgeSettings
 from tasks.forge.token import ForgeError, resolve_token
 
 log = logging.getLogger(__name__)
 
-GITHUB_API_VERSION = "2022-11-28"
-USER_AGENT = "test-autopilot"
 #: GitHub refuses longer pull request bodies; GitLab allows more, the same bound keeps it simple.
 MAX_BODY = 60_000
-ATTEMPTS = 3
 
 Status = Literal["opened", "exists", "refused", "unreachable", "not_configured"]
 
@@ -104,12 +109,7 @@ def open_pull_request(
         return outcome.model_copy(update={"status": "refused", "error": str(exc)})
     body = bound_body(body)
     if settings.kind == "github":
-        url = f"{settings.api}/repos/{settings.repository}/pulls"
-        headers = {
-            "Accept": "application/vnd.github+json",
-            "Authorization": f"Bearer {secret.get_secret_value()}",
-            "X-GitHub-Api-Version": GITHUB_API_VERSION,
-        }
+        url = f"{project_url(settings)}/pulls"
         payload: dict[str, Any] = {
             "title": title,
             "head": head,
@@ -118,62 +118,29 @@ def open_pull_request(
             "draft": settings.draft,
         }
     else:
-        project = quote(str(settings.repository), safe="")
-        url = f"{settings.api}/projects/{project}/merge_requests"
-        headers = {"PRIVATE-TOKEN": secret.get_secret_value()}
+        url = f"{project_url(settings)}/merge_requests"
         payload = {
             "source_branch": head,
             "target_branch": settings.base,
             "title": f"Draft: {title}" if settings.draft else title,
             "description": body,
         }
-    headers["User-Agent"] = USER_AGENT
     try:
-        response = _post(url, headers, payload, settings.timeout_s, transport)
+        with client(settings.timeout_s, transport) as http:
+            response = send(
+                http, "POST", url, headers=auth_headers(settings, secret), payload=payload
+            )
     except httpx.HTTPError as exc:
         why = f"{settings.kind} unreachable at {settings.api}: {type(exc).__name__}: {exc}"
-        return outcome.model_copy(update={"status": "unreachable", "error": _one(why)})
+        return outcome.model_copy(update={"status": "unreachable", "error": one(why)})
     result = _read(str(settings.kind), response, outcome)
     log.info("%s", result.one_line())
     return result
 
 
-def _post(
-    url: str,
-    headers: dict[str, str],
-    payload: dict[str, Any],
-    timeout_s: float,
-    transport: httpx.BaseTransport | None,
-) -> httpx.Response:
-    with httpx.Client(timeout=timeout_s, transport=transport, follow_redirects=False) as http:
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                response = http.post(url, headers=headers, json=payload)
-            except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError):
-                if attempt == ATTEMPTS:
-                    raise
-                time.sleep(0.5 * attempt)
-                continue
-            if response.status_code in (429, 500, 502, 503, 504) and attempt < ATTEMPTS:
-                time.sleep(min(_retry_after(response), 10.0) or 0.5 * attempt)
-                continue
-            return response
-    raise AssertionError("unreachable")  # the loop always returns or raises
-
-
-def _retry_after(response: httpx.Response) -> float:
-    try:
-        return float(response.headers.get("Retry-After", "0"))
-    except ValueError:
-        return 0.0
-
-
 def _read(kind: str, response: httpx.Response, outcome: PullRequestOutcome) -> PullRequestOutcome:
     status = response.status_code
-    try:
-        data = response.json()
-    except ValueError:
-        data = {}
+    data = read_json(response)
     data = data if isinstance(data, dict) else {}
     update: dict[str, Any] = {"http_status": status}
     if status == 201:
@@ -182,49 +149,19 @@ def _read(kind: str, response: httpx.Response, outcome: PullRequestOutcome) -> P
         return outcome.model_copy(
             update={**update, "status": "opened", "number": number, "url": url}
         )
-    message = _message(data) or response.reason_phrase or "no message"
-    name = "GitHub" if kind == "github" else "GitLab"
+    text = message(data) or response.reason_phrase or "no message"
+    name = forge_name(kind)
     if status == 401:
-        why = f"{name} refused the token (401 {message}): check the forge token"
+        why = f"{name} refused the token (401 {text}): check the forge token"
     elif status == 404:
         why = f"{name}: repository {outcome.repository!r} not found, or the token cannot see it"
-    elif (kind == "github" and status == 422 and "already exists" in message) or (
+    elif (kind == "github" and status == 422 and "already exists" in text) or (
         kind == "gitlab" and status == 409
     ):
-        return outcome.model_copy(update={**update, "status": "exists", "error": _one(message)})
+        return outcome.model_copy(update={**update, "status": "exists", "error": one(text)})
     else:
-        why = f"{name} refused the pull request ({status} {message})"
-    return outcome.model_copy(update={**update, "status": "refused", "error": _one(why)})
-
-
-def _message(data: dict[str, Any]) -> str:
-    """GitHub's ``message`` with its ``errors``; GitLab's ``message`` (a string, a list or a
-    field -> messages map) or ``error``."""
-    parts: list[str] = []
-    message = data.get("message", data.get("error"))
-    if isinstance(message, str):
-        parts.append(message)
-    elif isinstance(message, list):
-        parts += [str(m) for m in message]
-    elif isinstance(message, dict):
-        parts += [
-            f"{k} {'; '.join(map(str, v)) if isinstance(v, list) else v}"
-            for k, v in message.items()
-        ]
-    for err in data.get("errors") or []:
-        if isinstance(err, dict):
-            text = err.get("message") or " ".join(
-                str(err[k]) for k in ("field", "code") if err.get(k)
-            )
-            parts.append(str(text))
-        else:
-            parts.append(str(err))
-    return ": ".join(p for p in parts if p)
-
-
-def _one(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+        why = f"{name} refused the pull request ({status} {text})"
+    return outcome.model_copy(update={**update, "status": "refused", "error": one(why)})
 
 
 def bound_body(body: str, limit: int = MAX_BODY) -> str:
