@@ -7,13 +7,15 @@ Commands import their machinery lazily so that `parse` and `map` never import Pr
 
 from __future__ import annotations
 
-import logging
-import re
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from flows.cli_setup import _print_version, _setup_logging, hoist_verbose
+
+__all__ = ["app", "hoist_verbose", "main"]
 
 app = typer.Typer(
     name="autopilot",
@@ -31,45 +33,6 @@ RepoOpt = Annotated[
     Path,
     typer.Option("--repo", help="The target repository.", resolve_path=True),
 ]
-
-
-def _setup_logging(verbose: int) -> None:
-    """-v: our progress (INFO); -vv: debug, with the HTTP clients' requests; -vvv: all."""
-    from flows.commands.render import LOG_DATEFMT, LOG_FORMAT
-
-    logging.basicConfig(
-        level=logging.DEBUG if verbose >= 2 else logging.INFO if verbose else logging.WARNING,
-        format=LOG_FORMAT,
-        datefmt=LOG_DATEFMT,
-        stream=sys.stderr,
-    )
-    from flows.runtime import quiet_transport_loggers
-
-    quiet_transport_loggers(verbose)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            number = version("test-autopilot")
-        except PackageNotFoundError:
-            number = "unknown (not installed)"
-        print(f"autopilot {number}")
-        raise typer.Exit(0)
-
-
-#: The verbosity flags, accepted anywhere before ``--`` (moved before the command).
-_VERBOSE = re.compile(r"-v+|--verbose")
-
-
-def hoist_verbose(args: list[str]) -> list[str]:
-    """`args` with every -v, -vv... or --verbose moved to the front, where the root option
-    is read: ``autopilot nightly --repo . -v`` then means ``autopilot -v nightly --repo .``."""
-    end = args.index("--") if "--" in args else len(args)
-    flags = [a for a in args[:end] if _VERBOSE.fullmatch(a)]
-    return flags + [a for a in args[:end] if not _VERBOSE.fullmatch(a)] + args[end:]
 
 
 @app.callback()
@@ -248,6 +211,49 @@ def repair(
             commit=commit,
             push=push,
             pr=pr,
+        )
+    )
+
+
+@app.command()
+def premerge(
+    ctx: typer.Context,
+    base: Annotated[
+        str, typer.Option("--base", help="The branch or commit the pull request goes into.")
+    ],
+    repo: RepoOpt = Path("."),
+    head: Annotated[str, typer.Option("--head", help="The pull request's head.")] = "HEAD",
+    pr_number: Annotated[
+        int | None,
+        typer.Option("--pr-number", help="The pull request to comment on (default: the CI's)."),
+    ] = None,
+    max_iterations: Annotated[int, typer.Option("--max-iterations", min=1)] = 4,
+    min_diff_coverage: Annotated[
+        float | None, typer.Option("--min-diff-coverage", min=0, max=1)
+    ] = None,
+    archive: ArchiveOpt = None,
+    push: Annotated[bool, typer.Option("--push", help="Push the result branch.")] = False,
+    max_model_calls: Annotated[int | None, typer.Option("--max-model-calls")] = None,
+    file_time_limit: Annotated[float | None, typer.Option("--file-time-limit")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Tests for a pull request's changed lines; a comment and a commit status on the forge."""
+    from flows.commands.premerge import run
+
+    raise typer.Exit(
+        run(
+            repo,
+            base,
+            head,
+            pr_number=pr_number,
+            max_iterations=max_iterations,
+            min_diff_coverage=min_diff_coverage,
+            archive=archive,
+            push=push,
+            json_out=json_out,
+            verbose=_verbose(ctx),
+            max_model_calls=max_model_calls,
+            file_time_limit_s=file_time_limit,
         )
     )
 

@@ -5,13 +5,17 @@ fails at once.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from tasks.ci_inputs import ensure_ref, merge_base
 from tasks.core.config import Settings, load_settings
 from tasks.core.errors import BadInputError, ConfigError
+from tasks.forge import pr_number_from_env
 from tasks.generate.targets import check_globs
 from tasks.keep.archive import open_archive
 from tasks.keep.git import resolve_commit, subdir_in_repo
+from tasks.keep.git_safe import GitError
 from tasks.repair.scout import check_reports, no_usable_report
 from tasks.toolchains.registry import detect_toolchain
 
@@ -123,3 +127,50 @@ def report_uri_problems(uris: list[str]) -> list[str]:
         except ValueError as exc:
             bad.append(f"{uri}: {exc}")
     return bad
+
+
+def premerge_settings(repo: Path, min_diff_coverage: float | None = None) -> Settings:
+    """The run's settings: environment over autopilot.toml, the CLI threshold over both."""
+    return load_settings(repo, {"gates.min_diff_coverage": min_diff_coverage})
+
+
+def premerge_pr_number(option: int | None) -> int | None:
+    """The pull request to comment on: the option, else the one the CI environment names."""
+    return option if option is not None else pr_number_from_env(os.environ)
+
+
+def check_premerge(
+    repo: Path,
+    base: str,
+    head: str,
+    *,
+    pr_number: int | None = None,
+    max_iterations: int = 1,
+    min_diff_coverage: float | None = None,
+    archive: str | None = None,
+    max_model_calls: int | None = None,
+    file_time_limit_s: float | None = None,
+) -> None:
+    """Raise BadInputError/ConfigError for what would make the pre-merge fail at once. A base
+    or head the clone lacks is fetched from ``origin`` here (and a shallow clone deepened for
+    their merge base): one that cannot be had is bad input."""
+    if not repo.is_dir():
+        raise BadInputError(f"{repo}: not a directory")
+    if pr_number is not None and pr_number < 1:
+        raise BadInputError(f"--pr-number: {pr_number} is not a pull request number")
+    if max_iterations < 1:
+        raise BadInputError(f"--max-iterations: {max_iterations} is less than 1")
+    if max_model_calls is not None and max_model_calls < 0:
+        raise BadInputError(f"--max-model-calls: {max_model_calls} is negative")
+    if file_time_limit_s is not None and file_time_limit_s <= 0:
+        raise BadInputError(f"file time limit: {file_time_limit_s} s is not positive")
+    settings = premerge_settings(repo, min_diff_coverage)
+    root, _ = subdir_in_repo(repo)
+    try:
+        head_sha = ensure_ref(root, head).sha
+        base_sha = ensure_ref(root, base).sha
+        merge_base(root, base_sha, head_sha)
+    except GitError as exc:
+        raise BadInputError(str(exc)) from None
+    detect_toolchain(repo, settings.toolchain)
+    open_archive(archive or settings.archive_uri)

@@ -20,6 +20,7 @@ import datetime as dt
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,7 @@ def _client(job: FileJob) -> ModelClient:
         return client
 
 
-def _release_client(token: str) -> ModelClient | None:
+def release_client(token: str) -> ModelClient | None:
     # Kept out of the flow body: Dask pickles the flow function by value, and a lock among its
     # globals cannot be pickled.
     with _CLIENTS_LOCK:
@@ -258,15 +259,15 @@ def nightly(
     today = dt.date.today()
     token = uuid.uuid4().hex
     memory = Memory.open(settings, root, sub)
-    work = _Work(max_iterations, max_model_calls, file_time_limit_s, token, only, max_files, memory)
+    work = Work(max_iterations, max_model_calls, file_time_limit_s, token, only, max_files, memory)
     try:
         with worktree(root, commit) as wt:
             project = wt / sub if sub else wt
-            baseline, targets, outcomes, proof = _nightly_in(
+            baseline, targets, outcomes, proof = generate_in(
                 project, wt, path, commit, settings, work
             )
     finally:
-        client = _release_client(token)
+        client = release_client(token)
     report = NightlyReport(
         run_id=run_id,
         repo=str(path),
@@ -287,9 +288,14 @@ def nightly(
     return report
 
 
+#: Chooses a run's targets from its baseline and mapping (the pre-merge's: the changed lines).
+ChooseTargets = Callable[[Baseline, Mapping], list[Target]]
+
+
 @dataclass(frozen=True)
-class _Work:
-    """How the run works on its targets (the flow's options)."""
+class Work:
+    """How a run works on its targets (the flow's options); `memory` None: no run history
+    (nothing skipped), `choose` None: the nightly's choice."""
 
     max_iterations: int
     max_model_calls: int | None
@@ -297,16 +303,24 @@ class _Work:
     client_token: str
     only: list[str] | None
     max_files: int | None
-    memory: Memory
+    memory: Memory | None
+    choose: ChooseTargets | None = None
+    name: str = "nightly"
 
 
-def _nightly_in(
-    project: Path, wt: Path, path: Path, commit: str, settings: Settings, work: _Work
+def generate_in(
+    project: Path,
+    wt: Path,
+    path: Path,
+    commit: str,
+    settings: Settings,
+    work: Work,
+    mapping: Mapping | None = None,
 ) -> tuple[Baseline, list[Target], list[FileOutcome], SuiteProof | None]:
     """The run inside the worktree, its environment and services ready: the baseline, the
     targets, their outcomes, and the proof of the accepted ones together with the suite
-    (None: nothing was accepted)."""
-    mapping = map_sources(project, settings.toolchain)
+    (None: nothing was accepted). `mapping`: the project's, when the caller made it."""
+    mapping = mapping or map_sources(project, settings.toolchain)
     with prepared_run(settings, project, wt, mapping.toolchain) as ready:
         with job_context("baseline"):  # its own database: the template stays clean
             chain = toolchain_for(settings, mapping.toolchain)
@@ -334,17 +348,19 @@ def _targets_and_outcomes(
     wt: Path,
     path: Path,
     settings: Settings,
-    work: _Work,
+    work: Work,
     mapping: Mapping,
     chain: Toolchain,
     baseline: Baseline,
 ) -> tuple[Baseline, list[Target], list[FileOutcome], SuiteProof | None]:
     """The targets the baseline leaves, their file jobs' outcomes, and the accepted files'
     proof together with the suite (None: nothing was accepted)."""
-    targets = (
-        []
-        if baseline.error
-        else choose_targets(
+    if baseline.error:
+        targets: list[Target] = []
+    elif work.choose is not None:
+        targets = work.choose(baseline, mapping)
+    else:
+        targets = choose_targets(
             baseline.report,
             mapping,
             min_coverage=settings.gates.min_coverage,
@@ -352,11 +368,10 @@ def _targets_and_outcomes(
             only=work.only,
             max_files=work.max_files,
         )
-    )
     log.info("%d target(s): %s", len(targets), ", ".join(t.source for t in targets[:10]))
     if not settings.model_configured:
         return baseline, targets, [skipped(t, NO_MODEL) for t in targets], None
-    todo = remembered_skips(work.memory, project, targets)
+    todo = remembered_skips(work.memory, project, targets) if work.memory else targets
     jobs = [
         FileJob(
             project=project,
@@ -372,8 +387,8 @@ def _targets_and_outcomes(
         for t in todo
     ]
     with project_copies(project):  # the file jobs of this process re-use their copies
-        done = _run_targets(jobs, todo, artifact_key("nightly-progress", path.name))
-    outcomes = with_skips(targets, done, work.memory)
+        done = _run_targets(jobs, todo, artifact_key(f"{work.name}-progress", path.name))
+    outcomes = with_skips(targets, done, work.memory) if work.memory else done
     if not any(o.verdict == "accepted" for o in outcomes):
         return baseline, targets, outcomes, None
     with job_context("suite-proof"):  # its own database, like every job

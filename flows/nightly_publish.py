@@ -52,7 +52,7 @@ def publish_nightly(
     key = artifact_key("nightly", path.name)
     create_table_artifact(table_rows(report.files), key=key, description=f"Nightly of {path.name}")
     create_markdown_artifact(markdown_summary(report), key=f"{key}-summary")
-    _emit_rejections(report)
+    emit_rejections(report)
     coverage = None if baseline.error else baseline.report.summary.line_coverage
     examples = [] if baseline.error else baseline.suite.validation.examples
     records = client.records if client is not None else None
@@ -64,7 +64,8 @@ def publish_nightly(
     memory.close()
 
 
-def _emit_rejections(report: NightlyReport) -> None:
+def emit_rejections(report: NightlyReport) -> None:
+    """An ``autopilot.gate.failed`` event per rejected file."""
     from prefect.events import emit_event
 
     for f in report.files:

@@ -150,6 +150,8 @@ def test_the_parts_are_declared() -> None:
         "tasks.repair",
         "tasks.evaluate",
         "tasks.history",
+        "tasks.premerge",
+        "tasks.forge",
         "judge",
         "flows",
         "flows.commands",

@@ -147,9 +147,12 @@ def commit_accepted(
     today: dt.date,
     *,
     push: bool = False,
+    branch: str | None = None,
+    title: str = "Autopilot nightly",
 ) -> tuple[str | None, str | None, str | None]:
-    """Commit the accepted files on a new branch ``autopilot/nightly-<date>`` (never the base
-    branch, never the user's checkout), and push it when asked.
+    """Commit the accepted files on a new branch on top of `base_commit`: `branch`, default
+    ``autopilot/nightly-<date>`` (``-2``, ``-3``... when taken; never the base branch, never
+    the user's checkout), and push it when asked.
 
     Returns:
         (branch, its commit, why the push failed): all None when nothing was accepted.
@@ -157,9 +160,9 @@ def commit_accepted(
     files = merge_accepted(outcomes, prefix=sub)
     if not files:
         return None, None, None
-    branch = unique_branch_name(root, f"autopilot/nightly-{today.isoformat()}")
+    branch = unique_branch_name(root, branch or f"autopilot/nightly-{today.isoformat()}")
     accepted = [o.source for o in outcomes if o.verdict == "accepted"]
-    message = f"Autopilot nightly: tests for {len(accepted)} file(s)\n\n" + "\n".join(
+    message = f"{title}: tests for {len(accepted)} file(s)\n\n" + "\n".join(
         f"- {s}" for s in accepted
     )
     sha = commit_files_to_new_branch(root, base_commit, branch, files, message)
@@ -178,11 +181,17 @@ def archive_run(
     targets: list[Target],
     uri: str,
     today: dt.date,
+    *,
+    flow: str = "nightly",
+    extra: dict[str, str | dict[str, Any]] | None = None,
 ) -> None:
-    """Everything the run produced, under ``<uri>/nightly/<date>/<run-id>/``; an archive that
-    fails is logged and leaves ``archive_uri`` empty, it never loses the run's result."""
+    """Everything the run produced, under ``<uri>/<flow>/<date>/<run-id>/`` (`extra`: more
+    objects by name, a text or a JSON document); an archive that fails is logged and leaves
+    ``archive_uri`` empty, it never loses the run's result."""
     try:
-        run = open_archive(uri).run("nightly", report.run_id, today)
+        run = open_archive(uri).run(flow, report.run_id, today)
+        for name, value in (extra or {}).items():
+            _put(run, name, value)
         run.put_json("baseline/audit.json", baseline.model_dump(mode="json") if baseline else {})
         run.put_json("targets.json", [t.model_dump(mode="json") for t in targets])
         for outcome in report.files:

@@ -8,6 +8,8 @@ so a file name cannot close the table, start a link or forge the marker.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from tasks.generate.numbered import line_ranges
 from tasks.generate.types import FileOutcome
 from tasks.premerge.report import PremergeReport
@@ -107,13 +109,16 @@ def comment_body(report: PremergeReport, flow_run_url: str | None = None) -> str
     return "\n".join(out) + "\n"
 
 
-def status_of(report: PremergeReport) -> tuple[str, str]:
+StatusState = Literal["success", "failure", "error"]
+
+
+def status_of(report: PremergeReport) -> tuple[StatusState, str]:
     """The commit status: ``success`` when the run is done with nothing failed, ``error``
     when the baseline did not run, else ``failure``; and its description (at most 140
     characters)."""
     run = report.run
     accepted = sum(o.verdict == "accepted" for o in run.files)
-    state = "success"
+    state: StatusState = "success"
     if run.baseline_error:
         state = "error"
     elif not report.passed or any(o.verdict != "accepted" for o in run.files):
