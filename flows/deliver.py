@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from flows.progress import flow_run_url as progress_flow_run_url
 from tasks.ci_inputs import push_fix_branch
 from tasks.core.config import Settings
 from tasks.forge import open_pull_request, pull_request_body
@@ -27,11 +28,10 @@ class Delivery:
 
 
 def flow_run_url() -> str | None:
-    """The current flow run's page in the Prefect UI, when there is one."""
+    """The current flow run's page in the Prefect UI, when there is one (none on an
+    ephemeral server: a link to nowhere is worse than none)."""
     try:
-        from prefect.runtime import flow_run
-
-        return str(flow_run.ui_url) if flow_run.ui_url else None
+        return progress_flow_run_url()
     except Exception:  # no flow run, no UI configured
         return None
 

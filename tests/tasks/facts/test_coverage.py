@@ -231,7 +231,11 @@ def test_paths_outside_repo_dropped_and_relative_paths_kept(tmp_path: Path) -> N
     got = parse_coverage(report, repo)
     assert set(got) == {"lib/a.rb", "lib/b.rb"}
     assert got["lib/a.rb"] == FileCoverage(
-        path="lib/a.rb", executable_lines=3, covered_lines=2, uncovered_lines=[5]
+        path="lib/a.rb",
+        executable_lines=3,
+        covered_lines=2,
+        uncovered_lines=[5],
+        executed_lines=[1, 2],
     )
 
 
