@@ -32,7 +32,7 @@ REPORTS = TESTS / "data" / "reports"
 TOKENS = {"prompt_tokens": 100, "completion_tokens": 10}
 
 _SHA = re.compile(r"\b[0-9a-f]{40}\b")
-_SHORT_SHA = re.compile(r"\b(autopilot/fix-)[0-9a-f]{7}\b")
+_SHORT_SHA = re.compile(r"\b(autopilot/(?:fix|premerge)-)[0-9a-f]{7,12}\b")
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _STAMP = re.compile(r"\b\d{8}T\d{6}\d*Z\b")
@@ -260,3 +260,29 @@ def test_repair(
     doc = json.loads(capsys.readouterr().out)
     assert code == 0, doc
     check("repair", doc, _roots(tmp_path))
+
+
+@pytest.mark.slow
+def test_premerge(
+    tmp_path: Path,
+    prefect_harness: None,
+    mistral_server: MistralServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from flows.commands.premerge import run
+    from tests.flows.test_premerge import PY, open_pull_request
+    from tests.tasks.generate.test_loop import judge_reply
+
+    monkeypatch.setenv("AUTOPILOT_GATES__FLAKY_RUNS", "1")
+    monkeypatch.setenv("AUTOPILOT_MODEL__JUDGE_SAMPLES", "1")
+    monkeypatch.setenv("AUTOPILOT_MODEL__MAX_RETRIES", "0")
+    repo = make_example_repo("py_inventory", tmp_path / "inv")
+    open_pull_request(repo, PY)
+    reply = f"The tests.\n\n{PY.test_path}\n```python\n{PY.test}```\n"
+    mistral_server.add(Rule(schema_name="judge_verdict", replies=[ok(judge_reply(0.8), **TOKENS)]))
+    mistral_server.add(Rule(about=PY.source, replies=[ok(reply, **TOKENS)]))
+    code = run(repo, base="main", head="feature", json_out=True, archive=str(tmp_path / "arch"))
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc
+    check("premerge", doc, _roots(tmp_path))
