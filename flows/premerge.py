@@ -55,9 +55,6 @@ from tasks.premerge.targets import changed_targets
 
 log = logging.getLogger(__name__)
 
-#: The event a CI emits for a pull request (infra/prefect.yaml's trigger starts the flow).
-PULL_REQUEST_EVENT = "autopilot.pr.changed"
-
 
 def _premerge_run_name() -> str:
     return run_name("premerge")

@@ -1,9 +1,11 @@
-"""Serve the three flows from one process with their schedules (a single machine, no work pool).
+"""Serve the four flows from one process with their schedules (a single machine, no work pool).
 
 ``nightly`` gets a cron schedule (default 02:00 in the configured timezone), ``post-merge`` an
 event trigger on ``autopilot.ci.failed`` (and ``prefect deployment run post-merge/post-merge``
-from CI), ``audit`` is on demand. The deployment names match infra/prefect.yaml, so operators and
-CI scripts use the same ``<flow>/<deployment>`` names whichever way the flows are deployed.
+from CI), ``premerge`` one on ``autopilot.pr.changed`` (and ``prefect deployment run
+premerge/premerge`` from a pull request's CI), ``audit`` is on demand. The deployment names
+match infra/prefect.yaml, so operators and CI scripts use the same ``<flow>/<deployment>``
+names whichever way the flows are deployed.
 """
 
 from __future__ import annotations
@@ -20,10 +22,18 @@ log = logging.getLogger(__name__)
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_TIMEZONE = "UTC"
 CI_FAILED_EVENT = "autopilot.ci.failed"
+PULL_REQUEST_EVENT = "autopilot.pr.changed"
 # Run parameters taken from the CI event: the workflow emits them in its payload.
 POST_MERGE_EVENT_PARAMETERS = {
     "repo": "{{ event.payload.repo }}",
     "ref": "{{ event.payload.ref }}",
+}
+#: Run parameters taken from a pull request's event.
+PREMERGE_EVENT_PARAMETERS = {
+    "repo": "{{ event.payload.repo }}",
+    "base": "{{ event.payload.base }}",
+    "head": "{{ event.payload.head }}",
+    "pr_number": "{{ event.payload.pr_number }}",
 }
 TAGS = ["autopilot"]
 
@@ -57,7 +67,7 @@ def nightly_parameters(opts: ServeOptions) -> dict[str, Any]:
 
 
 def build_deployments(opts: ServeOptions) -> list[RunnerDeployment]:
-    """The `nightly`, `post-merge` and `audit` deployments for `prefect.serve`.
+    """The `nightly`, `post-merge`, `premerge` and `audit` deployments for `prefect.serve`.
 
     Without a repository the nightly's schedule is registered inactive: a scheduled run without
     its required `repo` parameter could only fail. Set `repo` in the UI and activate it there.
@@ -66,7 +76,7 @@ def build_deployments(opts: ServeOptions) -> list[RunnerDeployment]:
         opts: schedule, timezone and default parameters.
 
     Returns:
-        Three runner deployments named like the flows.
+        Four runner deployments named like the flows.
     """
     from prefect.deployments.runner import EntrypointType
     from prefect.events import DeploymentEventTrigger
@@ -75,6 +85,7 @@ def build_deployments(opts: ServeOptions) -> list[RunnerDeployment]:
     from flows.audit import audit
     from flows.nightly import nightly
     from flows.post_merge import post_merge
+    from flows.premerge import premerge
 
     tags = TAGS + list(opts.extra_tags)
     # Module entry points: the served runs load `flows.nightly:nightly` from the installed
@@ -107,6 +118,21 @@ def build_deployments(opts: ServeOptions) -> list[RunnerDeployment]:
             ],
             description="Repair failing tests after a merge; run by CI or on autopilot.ci.failed.",
             tags=[*tags, "post-merge"],
+            entrypoint_type=module,
+        ),
+        premerge.to_deployment(
+            name="premerge",
+            parameters=repo_params,
+            triggers=[
+                DeploymentEventTrigger(
+                    name="test a pull request's changed lines",
+                    expect={PULL_REQUEST_EVENT},
+                    parameters=PREMERGE_EVENT_PARAMETERS,
+                )
+            ],
+            description="Tests for a pull request's changed lines; run by CI or on "
+            "autopilot.pr.changed.",
+            tags=[*tags, "premerge"],
             entrypoint_type=module,
         ),
         audit.to_deployment(

@@ -90,7 +90,8 @@ RB = Stack(
         "    end\n\n"
         '    it "refuses a quantity that is not positive" do\n'
         "      product = create(:product, stock: 3)\n"
-        '      expect { product.restock!(0) }.to raise_error(ArgumentError, "quantity must be positive")\n'
+        "      expect { product.restock!(0) }\n"
+        '        .to raise_error(ArgumentError, "quantity must be positive")\n'
         "      expect(product.reload.stock).to eq(3)\n"
         "    end\n"
         "  end\n"

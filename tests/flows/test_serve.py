@@ -1,6 +1,6 @@
 """`autopilot serve` (flows.commands.serve.run) against a real Prefect server on loopback: it
-registers nightly with its cron schedule, post-merge with its event trigger, and audit, executes
-a run of a served deployment, and stops cleanly on Ctrl-C."""
+registers nightly with its cron schedule, post-merge and premerge with their event triggers,
+and audit, executes a run of a served deployment, and stops cleanly on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_bad_options_are_exit_2_with_one_line(
 
 
 @pytest.mark.slow
-def test_serve_registers_the_three_deployments_runs_one_and_stops_on_ctrl_c(
+def test_serve_registers_the_four_deployments_runs_one_and_stops_on_ctrl_c(
     server: PrefectServer, tmp_path: Path
 ) -> None:
     repo = make_example_repo("py_inventory", tmp_path / "inv")
@@ -83,10 +83,10 @@ def test_serve_registers_the_three_deployments_runs_one_and_stops_on_ctrl_c(
 
         def deployments() -> dict[str, Any]:
             found = {d["name"]: d for d in server.post("/deployments/filter", {"limit": 20})}
-            return found if len(found) == 3 else {}
+            return found if len(found) == 4 else {}
 
-        found = _wait_for("three deployments", deployments)
-        assert set(found) == {"nightly", "post-merge", "audit"}
+        found = _wait_for("four deployments", deployments)
+        assert set(found) == {"nightly", "post-merge", "premerge", "audit"}
         nightly = found["nightly"]
         [schedule] = nightly["schedules"]
         assert schedule["schedule"]["cron"] == "30 1 * * 1-5"
@@ -102,6 +102,8 @@ def test_serve_registers_the_three_deployments_runs_one_and_stops_on_ctrl_c(
         automations = server.post("/automations/filter", {})
         [trigger] = [a for a in automations if a["trigger"]["expect"] == ["autopilot.ci.failed"]]
         assert trigger["actions"][0]["deployment_id"] == found["post-merge"]["id"]
+        [trigger] = [a for a in automations if a["trigger"]["expect"] == ["autopilot.pr.changed"]]
+        assert trigger["actions"][0]["deployment_id"] == found["premerge"]["id"]
 
         # The served process executes runs: the audit deployment on the example repository.
         made = server.post(f"/deployments/{found['audit']['id']}/create_flow_run", {})

@@ -228,8 +228,7 @@ def test_docker_pool_template_matches_the_compose_names() -> None:
 
 
 def test_github_workflow_runs_post_merge_only_after_a_failed_main_build() -> None:
-    [path] = list((INFRA / "github-actions").glob("*.yml"))
-    wf = _load(path)
+    wf = _load(INFRA / "github-actions" / "autopilot-post-merge.yml")
 
     # PyYAML reads the bare key `on` as True.
     trigger = wf[True]["workflow_run"]
@@ -251,6 +250,25 @@ def test_gitlab_example_uploads_the_reports_and_passes_their_uris() -> None:
     assert "aws s3 cp --recursive reports" in script and "$CI_COMMIT_SHA" in script
     assert '"commit": sha, "reports": uris' in script
     assert "prefect deployment run post-merge/post-merge --params" in script
+
+
+def test_github_premerge_example_starts_the_run_for_the_pull_requests_head() -> None:
+    wf = _load(INFRA / "github-actions" / "autopilot-premerge.yml")
+    assert wf[True]["pull_request"]["types"] == ["opened", "synchronize", "reopened"]
+    [job] = wf["jobs"].values()
+    assert "head.repo.full_name == github.repository" in job["if"]  # no secrets for forks
+    script = " ".join(str(step.get("run", "")) for step in job["steps"])
+    assert "prefect deployment run premerge/premerge --params" in script
+    assert '"head": f"refs/pull/{n}/head"' in script and '"pr_number": n' in script
+
+
+def test_gitlab_premerge_example_runs_in_merge_request_pipelines() -> None:
+    gl = _load(INFRA / "gitlab-ci" / "autopilot-premerge.gitlab-ci.yml")
+    job = gl["autopilot-premerge"]
+    assert job["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "merge_request_event"'}]
+    script = " ".join(job["script"])
+    assert 'f"refs/merge-requests/{iid}/head"' in script and '"pr_number": iid' in script
+    assert "prefect deployment run premerge/premerge --params" in script
 
 
 def test_dockerfiles_take_their_base_as_a_build_argument() -> None:
@@ -287,7 +305,7 @@ def test_prefect_deploy_accepts_the_file_and_the_deployments_are_queryable(
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     deployments = {f"{d['name']}": d for d in server.post("/deployments/filter", {"limit": 50})}
-    assert set(deployments) == {"nightly", "post-merge", "audit", "nightly-docker"}
+    assert set(deployments) == {"nightly", "post-merge", "premerge", "audit", "nightly-docker"}
     nightly = deployments["nightly"]
     [schedule] = nightly["schedules"]
     assert schedule["schedule"]["cron"] == "0 2 * * *"
@@ -317,6 +335,13 @@ def test_prefect_deploy_accepts_the_file_and_the_deployments_are_queryable(
     assert action["deployment_id"] == deployments["post-merge"]["id"]
     assert action["parameters"]["commit"] == "{{ event.payload.commit }}"
     assert action["parameters"]["reports"] == "{{ event.payload.reports }}"
+    # The premerge's: autopilot.pr.changed runs it with the pull request's base, head, number.
+    [trigger] = [a for a in automations if "autopilot.pr.changed" in a["trigger"]["expect"]]
+    [action] = trigger["actions"]
+    assert action["deployment_id"] == deployments["premerge"]["id"]
+    assert action["parameters"]["head"] == "{{ event.payload.head }}"
+    assert action["parameters"]["pr_number"] == "{{ event.payload.pr_number }}"
+    assert deployments["premerge"]["entrypoint"] == "flows.premerge:premerge"
 
 
 @pytest.mark.slow

@@ -89,10 +89,3 @@ def test_names_from_the_pull_request_cannot_break_out_or_forge_the_marker() -> N
     assert body.count(MARKER) == 1
     assert "`we'ird\\|<! -- autopilot-premerge -->.lock`: generated: a lock file" in body
     assert code("a\nb`c") == "`a b'c`"
-
-
-def test_a_status_description_is_at_most_140_characters() -> None:
-    report = _report()
-    report.min_diff_coverage = 0.123456789
-    state, text = status_of(report)
-    assert len(text) <= 140

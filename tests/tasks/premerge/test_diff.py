@@ -129,7 +129,10 @@ def test_a_truncated_hunk_keeps_what_was_read() -> None:
 def test_a_path_that_leaves_the_repository_is_unsafe(path: str, problem: str) -> None:
     assert problem in (path_problem(path) or "")
     quoted = '"b/' + path.replace("\\", "\\\\").replace("\n", "\\n") + '"'
-    text = f"diff --git a/x {quoted}\nnew file mode 100644\n--- /dev/null\n+++ {quoted}\n@@ -0,0 +1 @@\n+x\n"
+    text = (
+        f"diff --git a/x {quoted}\nnew file mode 100644\n--- /dev/null\n+++ {quoted}\n"
+        "@@ -0,0 +1 @@\n+x\n"
+    )
     [change] = parse_diff(text)
     assert change.unsafe is not None and problem in change.unsafe
 
