@@ -1,5 +1,5 @@
-"""Flows: the Prefect flows (nightly, post_merge, audit), their deployments, and the `autopilot`
-CLI (cli.py, entry.py, commands/).
+"""Flows: the Prefect flows (nightly, post_merge, premerge, audit), their deployments, and the
+`autopilot` CLI (cli.py, entry.py, commands/).
 
 May import: tasks, judge. Nothing imports flows/ (but its own modules).
 """
