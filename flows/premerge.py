@@ -40,6 +40,7 @@ from tasks.forge import set_status, upsert_comment
 from tasks.generate.loop import DEFAULT_MAX_ITERATIONS
 from tasks.generate.report import (
     NightlyReport,
+    SuiteProof,
     archive_run,
     commit_accepted,
     count_calls,
@@ -110,7 +111,7 @@ def premerge(
     try:
         with worktree(root, head_sha) as wt:
             project = wt / sub if sub else wt
-            baseline, targets, outcomes, changes = _work_on(
+            baseline, targets, outcomes, proof, changes = _work_on(
                 project, wt, path, head_sha, settings, work, changes
             )
     finally:
@@ -121,6 +122,7 @@ def premerge(
         base_commit=head_sha,
         files=outcomes,
         baseline_error=baseline.error if baseline else None,
+        suite_proof=proof,
     )
     count_calls(run, client)
     name = f"autopilot/premerge-{pr_number or head_sha[:12]}"
@@ -151,7 +153,7 @@ def _work_on(
     settings: Settings,
     work: Work,
     changes: ChangeSet,
-) -> tuple[Baseline | None, list[Target], list[FileOutcome], ChangeSet]:
+) -> tuple[Baseline | None, list[Target], list[FileOutcome], SuiteProof | None, ChangeSet]:
     """The changed sources within budget, and the nightly's machinery aimed at their changed
     lines (no baseline at all when no source has a changed line to test)."""
     mapping = map_sources(project, settings.toolchain)
@@ -161,14 +163,16 @@ def _work_on(
     )
     if not changes.worked:
         log.info("no changed source line to test")
-        return None, [], [], changes
+        return None, [], [], None, changes
 
     def choose(baseline: Baseline, mapping: Mapping) -> list[Target]:
         return changed_targets(changes, baseline.report, baseline.suite.files, mapping)
 
     aimed = dataclasses.replace(work, choose=choose, name="premerge")
-    baseline, targets, outcomes, _ = generate_in(project, wt, path, head, settings, aimed, mapping)
-    return baseline, targets, outcomes, changes
+    baseline, targets, outcomes, proof = generate_in(
+        project, wt, path, head, settings, aimed, mapping
+    )
+    return baseline, targets, outcomes, proof, changes
 
 
 def _archive(

@@ -99,19 +99,16 @@ def ensure_commit(repo: Path, sha: str, *, remote: str = "origin") -> CommitFetc
     raise GitError(f"{repo}: commit {sha} is neither here nor on any branch of {remote}")
 
 
-def _fetch(repo: Path, remote: str, refspec: str) -> None:
+def _fetch(repo: Path, args: list[str], *, what: str, strict: bool = True) -> bool:
+    """``git fetch --no-tags <args>`` (the remote's transports allowed); a failure is a
+    GitError with git's last line when `strict`, else False."""
     done = run_git(
-        ["fetch", "--no-tags", remote, refspec],
-        cwd=repo,
-        check=False,
-        push=True,
-        timeout=FETCH_TIMEOUT_S,
+        ["fetch", "--no-tags", *args], cwd=repo, check=False, push=True, timeout=FETCH_TIMEOUT_S
     )
-    if done.returncode != 0:
+    if done.returncode != 0 and strict:
         why = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GitError(
-            f"{repo}: fetching {refspec} from {remote} failed: {why[-1] if why else 'git failed'}"
-        )
+        raise GitError(f"{repo}: fetching {what} failed: {why[-1] if why else 'git failed'}")
+    return done.returncode == 0
 
 
 def ensure_ref(repo: Path, ref: str, *, remote: str = "origin") -> CommitFetch:
@@ -140,7 +137,7 @@ def ensure_ref(repo: Path, ref: str, *, remote: str = "origin") -> CommitFetch:
         source, local = f"refs/heads/{name}", f"refs/remotes/{remote}/{name}"
     if run_git(["check-ref-format", local], cwd=repo, check=False).returncode:
         raise GitError(f"{ref!r}: not a valid ref")
-    _fetch(repo, remote, f"+{source}:{local}")
+    _fetch(repo, [remote, f"+{source}:{local}"], what=f"{source} from {remote}")
     if full := _has_commit(repo, local):
         log.info("fetched %s (%s) from %s", ref, full[:12], remote)
         return CommitFetch(sha=full, fetched=True, how="fetched by name")
@@ -174,14 +171,7 @@ def _shallow(repo: Path) -> bool:
 
 
 def _unshallow(repo: Path, remote: str) -> None:
-    done = run_git(
-        ["fetch", "--no-tags", "--unshallow", remote],
-        cwd=repo,
-        check=False,
-        push=True,
-        timeout=FETCH_TIMEOUT_S,
-    )
-    if done.returncode != 0:
+    if not _fetch(repo, ["--unshallow", remote], what="the history", strict=False):
         log.warning("%s: could not deepen the clone from %s", repo, remote)
 
 

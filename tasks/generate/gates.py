@@ -22,7 +22,7 @@ execution gates passed.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -42,18 +42,8 @@ GateName = Literal[
     "mutation",
     "suite",
 ]
-GATE_ORDER: tuple[GateName, ...] = (
-    "load",
-    "pass",
-    "flaky",
-    "lint",
-    "coverage",
-    "diff_coverage",
-    "static",
-    "support",
-    "judge",
-    "mutation",
-)
+#: The gates a file's outcome runs through, in order (``suite``, the whole-branch proof, after).
+GATE_ORDER: tuple[GateName, ...] = tuple(g for g in get_args(GateName) if g != "suite")
 MAX_REASONS = 20
 
 
