@@ -12,6 +12,7 @@ from tasks.generate.mutation import (
     MutationRecord,
     Survivor,
     choose_mutants,
+    mutant_lines,
     mutation_score,
     survivors_feedback,
 )
@@ -125,6 +126,31 @@ def test_score_survivors_cache_and_the_source_restored(tmp_path: Path) -> None:
         cache_dir=cache,
     )
     assert other.cached == 0
+
+
+@pytest.mark.slow
+def test_a_pull_requests_mutants_go_on_its_changed_lines_only(tmp_path: Path) -> None:
+    repo = make_example_repo("py_inventory", tmp_path / "repo")
+    (repo / SPEC).write_text(WEAK, encoding="utf-8")
+    runner = make_runner(SandboxSettings(backend="bwrap", timeout_s=120), root=repo)
+    run = PY.run_specs(repo, [SPEC], PRICING, runner)
+    assert run.coverage is not None
+    text = (repo / PRICING).read_text()
+    lines = mutant_lines(PY, PRICING, text, run.coverage)
+    changed = sorted({m.line for m in PY.mutations(PRICING, text, lines)})[-2:]
+    record = mutation_score(
+        repo,
+        PRICING,
+        run.coverage,
+        {SPEC: WEAK},
+        chain=PY,
+        runner=runner,
+        limit=10,
+        cache_dir=None,
+        only=changed,
+    )
+    assert record.made == 2
+    assert {s.line for s in record.survivors} <= set(changed)
 
 
 def test_choice_is_bounded_one_per_line_and_deterministic() -> None:

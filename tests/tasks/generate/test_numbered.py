@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tasks.core.types import FileCoverage
-from tasks.generate.numbered import numbered, numbered_for
+from tasks.generate.numbered import line_ranges, numbered, numbered_for
 
 SOURCE = "def f(x):\n    if x:\n        return 1\n    return 2\n"
 
@@ -32,3 +32,16 @@ def test_numbered_for_a_run_marks_its_coverage() -> None:
     )
     assert numbered_for(SOURCE, cov) == numbered(SOURCE, [3], [2])
     assert numbered_for(SOURCE, None) == numbered(SOURCE)
+
+
+def test_a_pull_requests_changed_lines_get_a_column_of_their_own() -> None:
+    text = "a = 1\nb = 2\nc = 3\n"
+    assert numbered(text, uncovered=[2], changed=[2, 3]) == (
+        "    1 | a = 1\n>>+ 2 | b = 2\n  + 3 | c = 3\n"
+    )
+    assert numbered(text, changed=[]) == numbered(text)  # a nightly target: as before
+
+
+def test_changed_lines_read_as_ranges() -> None:
+    assert line_ranges([7, 3, 4, 5, 12, 15, 16, 4]) == "3-5, 7, 12, 15-16"
+    assert line_ranges([]) == ""
