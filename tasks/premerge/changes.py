@@ -172,9 +172,9 @@ def within_budget(
     changes: ChangeSet, sources: Collection[str], max_lines: int, max_files: int
 ) -> ChangeSet:
     """`changes` narrowed to the project's `sources` and cut to the budget: files are taken in
-    the diff's order while their changed lines fit in `max_lines` (the first one alone keeps
-    its first `max_lines` lines), at most `max_files` of them; every other file is listed with
-    its reason. Returns a new change set."""
+    the diff's order, each whose changed lines fit in what is left of `max_lines` (a first one
+    larger than the whole budget keeps its first `max_lines` lines), at most `max_files` of
+    them; every other file is listed with its reason. Returns a new change set."""
     out = changes.model_copy(deep=True)
     left, taken = max_lines, 0
     for f in out.files:

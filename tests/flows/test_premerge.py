@@ -252,3 +252,43 @@ def test_premerge_tests_the_changed_lines_comments_once_and_sets_the_status(
     edits = [r for r in forge.requests if r.method in ("PATCH", "PUT")]
     assert len(edits) == 1 and str(comment.id) in edits[0].path
     assert [s["state"] for s in forge.state.statuses] == ["success", "success"]
+
+
+def test_a_forge_that_fails_loses_nothing_and_says_so_in_one_line(
+    tmp_path: Path,
+    prefect_harness: None,
+    mistral_server: MistralServer,
+    forge: FakeForge,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every request answered 500 (after the retries: the comment's look-up, the status):
+    the branch and the archive with the comment's text are there, each failure is one line on
+    stderr and in the document, and the exit code is 1."""
+    monkeypatch.setenv("AUTOPILOT_GATES__FLAKY_RUNS", "1")
+    monkeypatch.setenv("AUTOPILOT_MODEL__JUDGE_SAMPLES", "1")
+    _forge_env(monkeypatch, forge, "github")
+    forge.state.fail_next = [500] * 6
+    repo = make_example_repo(PY.example, tmp_path / PY.example)
+    open_pull_request(repo, PY)
+    mistral_server.add(Rule(schema_name="judge_verdict", replies=[judge_reply(0.9)]))
+    reply = f"The tests.\n\n{PY.test_path}\n```python\n{PY.test}```\n"
+    mistral_server.add(Rule(about=PY.source, replies=[reply]))
+
+    code = premerge.run(
+        repo, base="main", head="feature", pr_number=PR, json_out=True, archive=str(tmp_path / "a")
+    )
+
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert code == 1
+    assert doc["files"][0]["verdict"] == "accepted" and doc["diff_coverage"]["after"] == 1.0
+    for name in ("comment", "status"):
+        assert doc[name]["action"] == "failed" and "500" in doc[name]["error"]
+    problems = [ln for ln in captured.err.splitlines() if ln.startswith("autopilot: ")]
+    assert len(problems) == 2 and all("GitHub failed on" in ln for ln in problems)
+    assert git(repo, "show", f"{doc['branch']}:{PY.test_path}") == PY.test
+    archived = Path(doc["archive_uri"])
+    assert (archived / "comment.md").read_text().startswith(MARKER)
+    assert json.loads((archived / "premerge.json").read_text())["branch"] == doc["branch"]
+    assert forge.state.comments == {} and forge.state.statuses == []
