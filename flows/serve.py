@@ -66,6 +66,41 @@ def nightly_parameters(opts: ServeOptions) -> dict[str, Any]:
     return params
 
 
+@dataclass(frozen=True)
+class _Trigger:
+    """An event trigger: its name, the event, and the run parameters taken from it."""
+
+    name: str
+    event: str
+    parameters: dict[str, str]
+
+
+def _triggered(
+    flow: Any,
+    name: str,
+    trigger: _Trigger,
+    description: str,
+    parameters: dict[str, Any],
+    tags: list[str],
+) -> Any:
+    """A deployment of `flow` started by `trigger`'s event (and by `prefect deployment run`)."""
+    from prefect.deployments.runner import EntrypointType
+    from prefect.events import DeploymentEventTrigger
+
+    return flow.to_deployment(
+        name=name,
+        parameters=parameters,
+        triggers=[
+            DeploymentEventTrigger(
+                name=trigger.name, expect={trigger.event}, parameters=trigger.parameters
+            )
+        ],
+        description=description,
+        tags=[*tags, name],
+        entrypoint_type=EntrypointType.MODULE_PATH,
+    )
+
+
 def build_deployments(opts: ServeOptions) -> list[RunnerDeployment]:
     """The `nightly`, `post-merge`, `premerge` and `audit` deployments for `prefect.serve`.
 
@@ -79,7 +114,6 @@ def build_deployments(opts: ServeOptions) -> list[RunnerDeployment]:
         Four runner deployments named like the flows.
     """
     from prefect.deployments.runner import EntrypointType
-    from prefect.events import DeploymentEventTrigger
     from prefect.schedules import Cron
 
     from flows.audit import audit
@@ -106,34 +140,25 @@ def build_deployments(opts: ServeOptions) -> list[RunnerDeployment]:
             # As infra/prefect.yaml: one nightly at a time, a late run never overlaps the next.
             concurrency_limit=NIGHTLY_CONCURRENCY,
         ),
-        post_merge.to_deployment(
-            name="post-merge",
-            parameters=repo_params,
-            triggers=[
-                DeploymentEventTrigger(
-                    name="repair after a failing main build",
-                    expect={CI_FAILED_EVENT},
-                    parameters=POST_MERGE_EVENT_PARAMETERS,
-                )
-            ],
-            description="Repair failing tests after a merge; run by CI or on autopilot.ci.failed.",
-            tags=[*tags, "post-merge"],
-            entrypoint_type=module,
+        _triggered(
+            post_merge,
+            "post-merge",
+            _Trigger(
+                "repair after a failing main build", CI_FAILED_EVENT, POST_MERGE_EVENT_PARAMETERS
+            ),
+            "Repair failing tests after a merge; run by CI or on autopilot.ci.failed.",
+            repo_params,
+            tags,
         ),
-        premerge.to_deployment(
-            name="premerge",
-            parameters=repo_params,
-            triggers=[
-                DeploymentEventTrigger(
-                    name="test a pull request's changed lines",
-                    expect={PULL_REQUEST_EVENT},
-                    parameters=PREMERGE_EVENT_PARAMETERS,
-                )
-            ],
-            description="Tests for a pull request's changed lines; run by CI or on "
-            "autopilot.pr.changed.",
-            tags=[*tags, "premerge"],
-            entrypoint_type=module,
+        _triggered(
+            premerge,
+            "premerge",
+            _Trigger(
+                "test a pull request's changed lines", PULL_REQUEST_EVENT, PREMERGE_EVENT_PARAMETERS
+            ),
+            "Tests for a pull request's changed lines; run by CI or on autopilot.pr.changed.",
+            repo_params,
+            tags,
         ),
         audit.to_deployment(
             name="audit",
