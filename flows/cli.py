@@ -272,7 +272,7 @@ def serve(
     max_model_calls: Annotated[int | None, typer.Option("--max-model-calls", min=0)] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Flow runs at once.")] = None,
 ) -> None:
-    """Serve the deployments (nightly cron, post-merge, audit) until interrupted."""
+    """Serve the deployments (nightly cron, post-merge, premerge, audit) until interrupted."""
     from flows.commands.serve import run
 
     raise typer.Exit(

@@ -1,4 +1,4 @@
-"""`autopilot serve`: serve nightly (cron), post-merge and audit from this process until Ctrl-C.
+"""`autopilot serve`: serve nightly (cron), post-merge, premerge and audit here until Ctrl-C.
 
 For one machine without a work pool. Flow runs execute here; `PREFECT_API_URL` names the server
 (the deployments need a real one: an ephemeral server dies with the process). Bad options are one
@@ -45,7 +45,7 @@ def run(
     limit: int | None = None,
     verbose: bool | int = False,
 ) -> int:
-    """Register the three deployments and serve their runs until interrupted.
+    """Register the four deployments and serve their runs until interrupted.
 
     Args:
         cron: the nightly's cron schedule (default 02:00).
