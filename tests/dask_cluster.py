@@ -30,6 +30,7 @@ class Cluster:
     scheduler: subprocess.Popen[bytes]
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     logs: Path = Path()
+    threads: int = 1
 
     def kill(self, name: str) -> None:
         """SIGKILL to the worker's whole process group (nanny and worker): a lost machine."""
@@ -39,7 +40,7 @@ class Cluster:
 
     def command(self, name: str) -> list[str]:
         """The command line an operator types for worker `name`."""
-        return [str(DASK), "worker", self.address, "--nthreads", "1", "--name", name]
+        return [str(DASK), "worker", self.address, "--nthreads", str(self.threads), "--name", name]
 
     def log_tail(self, lines: int = 30) -> str:
         out = []
@@ -72,9 +73,14 @@ def _wait_workers(address: str, count: int, timeout_s: float) -> None:
 
 @contextmanager
 def dask_cluster(
-    workdir: Path, env: Mapping[str, str], workers: int = 2, timeout_s: float = 120
+    workdir: Path,
+    env: Mapping[str, str],
+    workers: int = 2,
+    timeout_s: float = 120,
+    threads: int = 1,
 ) -> Iterator[Cluster]:
-    """Start ``dask scheduler`` and `workers` ``dask worker`` processes on loopback."""
+    """Start ``dask scheduler`` and `workers` ``dask worker`` processes (`threads` each) on
+    loopback."""
     workdir.mkdir(parents=True, exist_ok=True)
     procs: list[subprocess.Popen[bytes]] = []
     full = {**os.environ, **env}
@@ -96,7 +102,7 @@ def dask_cluster(
             "scheduler.log",
         )  # fmt: skip
         address = _wait_for(file, scheduler, timeout_s)["address"]
-        cluster = Cluster(address, scheduler, logs=workdir)
+        cluster = Cluster(address, scheduler, logs=workdir, threads=threads)
         for i in range(1, workers + 1):
             name = f"w{i}"
             argv = [*cluster.command(name), "--host", "127.0.0.1", "--dashboard-address", ":0"]

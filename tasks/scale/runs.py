@@ -23,6 +23,7 @@ import atexit
 import contextlib
 import contextvars
 import logging
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -139,6 +140,14 @@ def _make(shipped: ShippedRun, settings: Settings) -> WorkerRun:
     """Prepare the run on this worker, in a context of its own (it outlives the job that
     made it, and is closed from whichever thread releases it)."""
     log.info("run %s: making its environment and services on this worker", shipped.token[:8])
+    if not shipped.project.is_dir():
+        problem = (
+            f"the run's project {shipped.project} is not visible on this worker "
+            f"({socket.gethostname()}): the flow's worktrees (its TMPDIR) and AUTOPILOT_HOME "
+            "must be on a file system every worker mounts at the same path"
+        )
+        return WorkerRun(shipped.token, RunContext(), problem, stack=contextlib.ExitStack(),
+                         ctx=contextvars.copy_context())  # fmt: skip
     ctx = contextvars.copy_context()
     stack = contextlib.ExitStack()
     ready = ctx.run(

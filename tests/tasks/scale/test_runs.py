@@ -123,3 +123,12 @@ def test_a_worker_without_the_environment_builds_it_from_the_same_key(
         assert prepared is not None and prepared.path.startswith(str(tmp_path / "worker-home"))
         assert Path(prepared.path).name == flow_env
     assert release_run("worker-run-2") == "closed"
+
+
+def test_a_worker_that_cannot_see_the_project_says_so_in_one_line(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path)
+    run, shipped = _ship("worker-run-3", tmp_path / "elsewhere", settings)
+    with on_worker(run, shipped) as (_, problem):  # type: ignore[arg-type]
+        assert problem is not None and "\n" not in problem
+        assert str(tmp_path / "elsewhere") in problem and "same path" in problem
+    assert release_run("worker-run-3") == "closed"
