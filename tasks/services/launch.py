@@ -207,7 +207,7 @@ class ContainerLauncher:
             "entrypoint": argv,
             "user": f"{self.identity.uid}:{self.identity.gid}",
             "working_dir": str(cwd),
-            "network_disabled": True,
+            "network_mode": "none",  # not even a loopback shared with anything else
             "read_only": True,
             "tmpfs": {"/tmp": "rw,nosuid,nodev,size=64m,mode=1777"},
             "volumes": volumes,
