@@ -193,6 +193,9 @@ def repair(
     pr: Annotated[
         bool, typer.Option("--pr", help="Push it and open a pull request ([forge]).")
     ] = False,
+    dask: Annotated[
+        str | None, typer.Option("--dask", help="Dask scheduler address, or 'local'.")
+    ] = None,
 ) -> None:
     """Repair failing tests after a merge: diagnose, patch, audit, hand off when unsure."""
     from flows.commands.repair import run
@@ -211,6 +214,7 @@ def repair(
             commit=commit,
             push=push,
             pr=pr,
+            dask=dask,
         )
     )
 

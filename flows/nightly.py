@@ -45,9 +45,11 @@ from flows.nightly_baseline import baseline as baseline_of
 from flows.nightly_publish import publish_nightly, remembered_skips, with_skips
 from flows.progress import ProgressArtifact, finished, started
 from flows.runtime import collect_logs, with_shared_model_limit
+from flows.workers import on_task_runner, shipping
 from tasks.audit.baseline import run_baseline
 from tasks.audit.prepared import prepared_run
 from tasks.core.config import Settings
+from tasks.core.errors import AutopilotError
 from tasks.core.run_context import job_context
 from tasks.core.types import Mapping
 from tasks.generate.cache import default_store_dir
@@ -72,6 +74,8 @@ from tasks.keep.git import (
 )
 from tasks.model.client import ModelClient
 from tasks.sandbox.make import make_runner
+from tasks.scale import ShippedRun, on_worker
+from tasks.scale.secrets import with_block_secrets
 from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain
 from tasks.toolchains.registry import toolchain_for
 
@@ -122,9 +126,20 @@ def baseline_suite(
 )
 def generate_tests(job: FileJob) -> FileOutcome:
     """One target's generate -> lint -> run -> fix loop and gates (or its stored outcome), on
-    its own database when the run has services."""
-    with job_context(job.target.source):
-        return run_file_job(job, lambda: _client(job))
+    its own database when the run has services, in whichever process the runner chose (the
+    run's environment and services made ready there once, see tasks/scale)."""
+    if job.run is None:
+        with job_context(job.target.source):
+            return run_file_job(job, lambda: _client(job))
+    try:
+        with on_worker(job.run, job.settings) as (settings, problem):
+            if problem:
+                return failed(job.target, f"{job.target.source}: {problem}")
+            job = job.model_copy(update={"settings": settings})
+            with job_context(job.target.source):
+                return run_file_job(job, lambda: _client(job))
+    except AutopilotError as exc:  # a secret or the run's context not available here
+        return failed(job.target, f"{job.target.source}: {exc}")
 
 
 @task(
@@ -155,24 +170,7 @@ def _nightly_run_name() -> str:
 def with_task_runner(dask: str | None, workers: int) -> Any:
     """The nightly flow on threads (`workers` at once), or on a Dask cluster (`dask`: an
     address, or "local" for threads of this process)."""
-    from prefect.task_runners import ThreadPoolTaskRunner
-
-    # Any: Prefect's runner generics do not line up under mypy (ThreadPoolTaskRunner[Never]).
-    runner: Any
-    if not dask:
-        runner = ThreadPoolTaskRunner(max_workers=workers)
-        return nightly.with_options(task_runner=runner)
-    from prefect_dask import DaskTaskRunner
-
-    if dask == "local":
-        # Threads in this process: Dask worker processes cannot reach Prefect's ephemeral
-        # server (DESIGN.md "Facts verified").
-        runner = DaskTaskRunner(
-            cluster_kwargs={"processes": False, "n_workers": 1, "threads_per_worker": workers}
-        )
-    else:
-        runner = DaskTaskRunner(address=dask)
-    return nightly.with_options(task_runner=runner)
+    return on_task_runner(nightly, dask, workers)
 
 
 def _task_failure(job: FileJob, exc: Exception, limit_s: float) -> str:
@@ -251,7 +249,7 @@ def nightly(
     started("nightly")
     path = Path(repo).resolve()
     settings = with_shared_model_limit(
-        nightly_settings(path, min_coverage, min_judge), shared_model_limit
+        with_block_secrets(nightly_settings(path, min_coverage, min_judge)), shared_model_limit
     )
     root, sub = subdir_in_repo(path)
     commit = resolve_commit(root, ref)
@@ -340,7 +338,11 @@ def generate_in(
                 kept,
                 ready.problem,
             )
-        return _targets_and_outcomes(project, wt, path, settings, work, mapping, chain, baseline)
+        toolchain = mapping.toolchain
+        with shipping(work.client_token, settings, ready.problem, toolchain, project, wt) as ship:
+            return _targets_and_outcomes(
+                project, wt, path, settings, work, mapping, chain, baseline, ship
+            )
 
 
 def _targets_and_outcomes(
@@ -352,9 +354,11 @@ def _targets_and_outcomes(
     mapping: Mapping,
     chain: Toolchain,
     baseline: Baseline,
+    ship: tuple[ShippedRun, Settings],
 ) -> tuple[Baseline, list[Target], list[FileOutcome], SuiteProof | None]:
     """The targets the baseline leaves, their file jobs' outcomes, and the accepted files'
-    proof together with the suite (None: nothing was accepted)."""
+    proof together with the suite (None: nothing was accepted). Each file job carries the run
+    and the settings without their secrets (`ship`), for whichever process runs it."""
     if baseline.error:
         targets: list[Target] = []
     elif work.choose is not None:
@@ -377,7 +381,8 @@ def _targets_and_outcomes(
             project=project,
             target=t,
             toolchain=mapping.toolchain,
-            settings=settings,
+            settings=ship[1],
+            run=ship[0],
             max_iterations=work.max_iterations,
             store_dir=default_store_dir(settings),
             client_token=work.client_token,

@@ -22,6 +22,7 @@ import logging
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,9 @@ from flows.memory_runs import publish_history, repair_batch
 from flows.post_merge_keep import Saver, publish_repair
 from flows.post_merge_memory import remembered_groups, with_memory
 from flows.progress import ProgressArtifact, finished, started
+from flows.repair_jobs import GroupJob, gathered, repair_group_job, spot_for
 from flows.runtime import collect_logs, with_shared_model_limit
+from flows.workers import on_dask, shipping
 from tasks.audit.prepared import PreparedRun, prepared_run
 from tasks.ci_inputs import ensure_commit
 from tasks.ci_inputs.reports import local_reports
@@ -77,6 +80,8 @@ from tasks.repair.state import (
 )
 from tasks.repair.summary import not_ready_problem, settle, summary_markdown, to_person
 from tasks.sandbox.make import make_runner
+from tasks.scale import ShippedRun
+from tasks.scale.secrets import with_block_secrets
 from tasks.toolchains.base import Toolchain
 from tasks.toolchains.mapping import map_repo
 from tasks.toolchains.registry import toolchain_for
@@ -148,6 +153,7 @@ def post_merge(
     commit: str | None = None,
     push: bool = False,
     pr: bool = False,
+    shared_model_limit: str | None = None,
 ) -> RepairSummary:
     """Repair the failing tests of `repo` at `ref`; returns the summary (issue 6's JSON).
 
@@ -167,6 +173,8 @@ def post_merge(
         push: push the fix branch to ``origin``.
         pr: push it and open a pull request on the configured forge (``[forge]``), its body
             the run's summary.
+        shared_model_limit: a Prefect global concurrency limit every model call takes a slot
+            of (see the nightly); needed when groups run in several processes (Dask workers).
     """
     from prefect.runtime import flow_run
 
@@ -174,7 +182,8 @@ def post_merge(
     started("post-merge")
     path = Path(repo).resolve()
     settings = with_shared_model_limit(
-        repair_settings(path, max_retries, human_timeout, archive), None
+        with_block_secrets(repair_settings(path, max_retries, human_timeout, archive)),
+        shared_model_limit,
     )
     root, sub = subdir_in_repo(path)
     if commit and not resume:
@@ -252,7 +261,11 @@ def _repair_in(
     with worktree(root, run.commit) as wt:
         project = wt / run.sub if run.sub else wt
         mapping = map_repo(project, settings.toolchain)
-        with prepared_run(settings, project, wt, mapping.toolchain) as ready:
+        toolchain = mapping.toolchain
+        with (
+            prepared_run(settings, project, wt, toolchain) as ready,
+            shipping(run.run_id, settings, ready.problem, toolchain, project, wt) as ship,
+        ):
             chain = toolchain_for(settings, mapping.toolchain)
             if earlier is not None:
                 state = reopen(earlier, run.run_id, run.archive_uri)
@@ -276,7 +289,7 @@ def _repair_in(
                     env.knowledge.earlier = run.memory.earlier(
                         [g.group.signature for g in state.groups]
                     )
-                _repair_groups(state, env, saver, run.human_poll_s, path.name)
+                _repair_groups(state, env, saver, run.human_poll_s, path.name, ship)
     return state
 
 
@@ -339,7 +352,12 @@ def _close(
 
 
 def _repair_groups(
-    state: RepairState, env: RepairEnv, saver: Saver, human_poll_s: int, name: str
+    state: RepairState,
+    env: RepairEnv,
+    saver: Saver,
+    human_poll_s: int,
+    name: str,
+    ship: tuple[ShippedRun, Settings],
 ) -> None:
     """Every group in parallel, then the hand-offs one by one, then the fix branch.
 
@@ -349,8 +367,14 @@ def _repair_groups(
     """
     # Groups a person already decided (a resumed run) stay as they are.
     open_groups = [g for g in state.groups if g.outcome is None]
-    task = repair_group.with_options(**task_options(group_time_limit(env.settings)))
-    done = _gathered([task.submit(g, env, saver) for g in open_groups], name)
+    options = task_options(group_time_limit(env.settings))
+    if on_dask():  # workers in other processes: each group carries its run (tasks/scale)
+        jobs = [_job(g, env, ship, spot_for(saver, env.settings)) for g in open_groups]
+        futures = [repair_group_job.with_options(**options).submit(j) for j in jobs]
+        done = _gathered(futures, name, lambda d: gathered(d, saver, env.client))
+    else:
+        task = repair_group.with_options(**options)
+        done = _gathered([task.submit(g, env, saver) for g in open_groups], name)
     state.groups = [done.get(g.group.id, g) for g in state.groups]
     saver.run(state, "repaired")
     deadline = time.monotonic() + env.settings.repair.human_timeout_s
@@ -370,13 +394,23 @@ def _repair_groups(
                 g.reasons.append(f"could not commit the fix: {exc}")
 
 
-def _gathered(futures: list[Any], name: str) -> dict[str, GroupState]:
-    """The groups as they finish: a progress artifact (like the nightly's) and a line each."""
+def _job(g: GroupState, env: RepairEnv, ship: tuple[ShippedRun, Settings], spot: Any) -> GroupJob:
+    return GroupJob(
+        g, ship[0], ship[1], env.repo_root, env.sub, env.base_commit, env.all_failures,
+        env.knowledge, spot,
+    )  # fmt: skip
+
+
+def _gathered(
+    futures: list[Any], name: str, back: Callable[[Any], GroupState] = lambda g: g
+) -> dict[str, GroupState]:
+    """The groups as they finish (`back`: a worker's result taken back into the run): a
+    progress artifact (like the nightly's) and a line each."""
     key = artifact_key("post-merge-progress", name)
     progress = ProgressArtifact(key, "Groups finished", len(futures))
     groups: dict[str, GroupState] = {}
     for done, future in enumerate(as_completed(futures), start=1):
-        g: GroupState = future.result()
+        g: GroupState = back(future.result())
         groups[g.group.id] = g
         finished(g.group.id, g.outcome or f"next: {g.step}", done, len(futures))
         progress.advance(done)

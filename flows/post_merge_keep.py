@@ -34,6 +34,17 @@ class Saver:
             # The repair goes on; the operator sees the warning.
             log.warning("archive: %s", exc)
 
+    def next_number(self) -> int:
+        """The number the next state would get (a worker numbers a group's states from it)."""
+        n = next(self._counter)
+        self._counter = itertools.count(n)
+        return n
+
+    def skip_past(self, last: int) -> None:
+        """Number every later state after `last` (the highest a worker used)."""
+        n = next(self._counter)
+        self._counter = itertools.count(max(n, last + 1))
+
     def group(self, state: GroupState, step: str) -> None:
         n = next(self._counter)
         self.put(f"groups/{state.group.id}/{n:03d}-{step}.json", state.model_dump(mode="json"))

@@ -53,6 +53,7 @@ from tasks.premerge.changes import ChangeSet, read_changes, within_budget
 from tasks.premerge.comment import MARKER, comment_body, status_of
 from tasks.premerge.report import ForgeResult, PremergeReport
 from tasks.premerge.targets import changed_targets
+from tasks.scale.secrets import with_block_secrets
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def premerge(
     started("premerge")
     path = Path(repo).resolve()
     settings = with_shared_model_limit(
-        premerge_settings(path, min_diff_coverage), shared_model_limit
+        with_block_secrets(premerge_settings(path, min_diff_coverage)), shared_model_limit
     )
     root, sub = subdir_in_repo(path)
     head_sha = ensure_ref(root, head).sha

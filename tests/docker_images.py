@@ -158,7 +158,10 @@ def built_image(name: str) -> str:
         str(REPO_ROOT),
         timeout=2400,
     )
-    # Older builds of the same image are only disk space now (their layers stay cached).
+    # Older builds of the same image are only disk space now (their layers stay cached);
+    # KEEP_OLD_IMAGES=1 keeps them (two checkouts testing at once on one engine).
+    if os.environ.get("KEEP_OLD_IMAGES") == "1":
+        return tag
     tags = docker("image", "ls", name, "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
     for old in tags:
         if old != tag and old.startswith(f"{name}:ctx-"):

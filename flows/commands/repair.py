@@ -69,6 +69,7 @@ def run(
     commit: str | None = None,
     push: bool = False,
     pr: bool = False,
+    dask: str | None = None,
 ) -> int:
     """Run the post-merge repair flow on `repo` and print its summary (JSON or a table).
 
@@ -86,6 +87,7 @@ def run(
         commit: The failing commit CI names (fetched from origin when missing; wins over ref).
         push: Push the fix branch to origin.
         pr: Push it and open a pull request on the configured forge.
+        dask: A Dask scheduler address (or "local") to repair the groups on its workers.
 
     Returns:
         0 every group fixed, 1 some group not fixed (``needs_model`` included), 2 bad input
@@ -99,10 +101,12 @@ def run(
         for line in check_repair(repo, given, base, max_retries, human_timeout):
             print(f"autopilot: warning: report not used: {line}", file=sys.stderr)
         from flows.post_merge import post_merge
-        from flows.runtime import flow_runtime
+        from flows.runtime import SHARED_MODEL_LIMIT, flow_runtime
+        from flows.workers import on_task_runner
 
+        flow = on_task_runner(post_merge, dask, 4) if dask else post_merge
         with flow_runtime(verbose), progress_on_stderr():
-            result = post_merge(
+            result = flow(
                 repo=str(repo),
                 reports=given,
                 ref=ref,
@@ -113,6 +117,8 @@ def run(
                 commit=commit,
                 push=push,
                 pr=pr,
+                # Worker processes each have their own semaphore: one limit on the server.
+                shared_model_limit=SHARED_MODEL_LIMIT if dask and dask != "local" else None,
             )
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)

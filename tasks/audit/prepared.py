@@ -81,7 +81,10 @@ def prepared_run(
     )
     with contextlib.ExitStack() as stack:
         try:
-            services = stack.enter_context(running_services(settings.services))
+            # Under the docker backend the servers are containers next to the sandbox's.
+            docker = settings.sandbox.backend == "docker"
+            image = settings.sandbox.docker_image if docker else None
+            services = stack.enter_context(running_services(settings.services, image=image))
         except ServiceError as exc:
             why = SuiteProblem(tool="services", cause="environment", message=str(exc))
             yield PreparedRun(env=outcome, problem=f"services: {exc}", suite_problem=why)

@@ -82,6 +82,7 @@ RULES: dict[str, Rule] = {
     "model.judge_samples": "at_most",
     # Sending again what was already bought: the operator's money.
     "model.reuse_replies": "operator",
+    "model.api_key_secret": "operator",
     # The run history: where it is (history.url is a secret), whether it is kept, and what it
     # saves (a repository may skip longer and merge more shards, never less).
     "history.enabled": "operator",

@@ -58,6 +58,11 @@ class ModelSettings(_Group):
         description="Prefect global concurrency limit every model call takes a slot of, across "
         "processes and machines (the nightly sets 'autopilot-model-calls' on a Dask cluster)",
     )
+    api_key_secret: str | None = Field(
+        None,
+        description="A Prefect Secret block holding the Mistral API key, read by the flow and by "
+        "every worker when MISTRAL_API_KEY is not set there (the key never travels with a job)",
+    )
 
 
 #: A static rule id (judge/static.py's RULES): lowercase words joined by hyphens.

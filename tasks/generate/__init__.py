@@ -2,5 +2,5 @@
 the gates in order, the outcome store, the report and the archive of every exchange.
 
 May import: tasks.core, tasks.facts, tasks.toolchains, tasks.sandbox, tasks.keep, tasks.model,
-tasks.audit, judge.
+tasks.audit, judge, tasks.scale (what a file job carries of its run).
 """

@@ -28,6 +28,7 @@ from tasks.generate.targets import Target
 from tasks.generate.types import FileOutcome
 from tasks.model.client import ModelClient
 from tasks.sandbox.make import make_runner
+from tasks.scale import ShippedRun
 from tasks.toolchains.registry import toolchain_for
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,9 @@ class FileJob(BaseModel):
     client_token: str = Field("", description="Names the run's shared model client")
     max_model_calls: int | None = Field(None, description="The run's model-call budget")
     file_time_limit_s: float | None = Field(None, description="Wall-clock budget per file")
+    run: ShippedRun | None = Field(
+        None, description="The run as any worker makes it ready (None: this process's own)"
+    )
 
 
 def skipped(target: Target, reason: str) -> FileOutcome:

@@ -1,18 +1,16 @@
 """Run archive: every artifact of a run, immutable, with a checksummed manifest.
 
-Layout: `<root>/<flow>/<YYYY-MM-DD>/<run-id>/<relpath>` plus `manifest.json` in the run folder.
-The root is a local directory or `s3://bucket/prefix` (boto3; `AWS_ENDPOINT_URL` is honoured by
-botocore itself for S3-compatible servers).
+Layout: `<root>/<flow>/<YYYY-MM-DD>/<run-id>/<relpath>` plus `manifest.json` in the run folder;
+the root is a local directory or `s3://bucket/prefix` (boto3; `AWS_ENDPOINT_URL` honoured).
+Objects a worker archived for the run are adopted into its manifest (:meth:`RunArchive.adopt`).
 
 Rules:
 - Objects are immutable. Writing a relpath again with the same bytes is a no-op; with other bytes
-  it raises :class:`ArchiveError` (nothing is renamed or overwritten). `manifest.json` is the one
-  object that is rewritten, and only ever with a superset of its previous entries.
+  it raises :class:`ArchiveError`. `manifest.json` alone is rewritten, always with a superset.
 - Relpaths are validated (no absolute paths, `..`, `.`, backslashes, empty segments) and files
   that look like secrets (`.env*`, `*.pem`, `*.key`, `id_rsa*`, `credentials*`) are refused with
-  an :class:`ArchiveError`; the caller decides whether to go on. Contents are redacted where they
-  are made (patterns and values); here text objects only lose the secrets Autopilot holds, by
-  value in every form (:func:`tasks.core.secrets.redact_known`), a last line of defence.
+  an :class:`ArchiveError`. Contents are redacted where they are made (patterns and values); here
+  text objects lose the secrets Autopilot holds, by value in every form (a last defence).
 - S3 calls retry (botocore's standard mode, then our own bounded exponential backoff for dropped
   connections and 5xx). When S3 stays unavailable the run continues in a local spool
   (`<home>/spool/...`) with one warning; :func:`sync_spool` (also tried after the next successful
@@ -134,6 +132,18 @@ class RunArchive:
         except OSError as exc:
             raise ArchiveError(f"{path}: {exc.strerror or exc}") from None
         return self.put_bytes(relpath, data)
+
+    def entries(self) -> list[ManifestEntry]:
+        """The objects this process archived (or adopted) for the run."""
+        with self._lock:
+            return list(self._entries.values())
+
+    def adopt(self, entries: list[ManifestEntry]) -> None:
+        """List in the manifest what another process (a worker) archived for the run."""
+        with self._lock:
+            for entry in entries:
+                if self._entries.setdefault(entry.key, entry).sha256 != entry.sha256:
+                    raise ArchiveError(f"{self.uri}/{entry.key}: archived with other content")
 
     def finalize(self) -> Manifest:
         """Write `manifest.json` (merged with any earlier one) and return it.

@@ -210,6 +210,11 @@ class ModelClient:
         with self._lock:
             return sum(r.input_tokens + r.output_tokens for r in self._records)
 
+    def adopt_records(self, records: list[CallRecord]) -> None:
+        """Count calls another process made for this run (a worker's client) as this one's."""
+        with self._lock:
+            self._records.extend(records)
+
     def close(self) -> None:
         """Close the HTTP connections."""
         self._sdk.sdk_configuration.client.close()  # type: ignore[union-attr]

@@ -42,7 +42,12 @@ def _version_of(program: str) -> Version | None:
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    m = _VERSION.search(done.stdout.split("v=", 1)[-1] if "v=" in done.stdout else done.stdout)
+    return parse_version(done.stdout)
+
+
+def parse_version(text: str) -> Version | None:
+    """The version a server's ``--version`` prints (Redis: after ``v=``)."""
+    m = _VERSION.search(text.split("v=", 1)[-1] if "v=" in text else text)
     try:
         return Version(m.group(1)) if m else None
     except InvalidVersion:

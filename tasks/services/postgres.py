@@ -1,6 +1,7 @@
 """A throwaway PostgreSQL server: ``initdb`` in the run's private directory, ``postgres`` on a
 Unix socket only (no TCP), trust authentication (only the socket's directory owner can reach
-it), durability off (a test database is never worth an fsync).
+it), durability off (a test database is never worth an fsync). On this machine or in a
+container next to the docker sandbox's (:mod:`tasks.services.launch`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 
 from tasks.services.binaries import Server, ServiceError
 from tasks.services.identity import Identity, RunDirs, make_data_dir
-from tasks.services.procs import stop_server
+from tasks.services.launch import Handle, HostLauncher, Launcher
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +36,16 @@ SERVER_OPTIONS = (
 class Postgres:
     """One PostgreSQL server of one run."""
 
-    def __init__(self, server: Server, dirs: RunDirs, identity: Identity) -> None:
+    def __init__(
+        self, server: Server, dirs: RunDirs, identity: Identity, launcher: Launcher | None = None
+    ) -> None:
         self.server = server
         self.dirs = dirs
         self.identity = identity
+        self.launcher = launcher or HostLauncher(identity)
         self.data = dirs.data("postgres")
         self.log_path = dirs.logs / "postgres.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Handle | None = None
 
     @property
     def host(self) -> str:
@@ -74,28 +78,12 @@ class Postgres:
         initdb = os.path.join(self.server.bindir, "initdb")
         argv = [initdb, "-D", str(self.data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8"]
         argv += ["--locale=C", "--no-sync", "--no-instructions"]
-        done = subprocess.run(
-            self.identity.argv(argv),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            cwd=str(self.dirs.base),
-            env=_clean_env(),
-        )
+        done = self.launcher.run(argv, env={}, timeout_s=timeout_s, as_server=True)
         if done.returncode != 0:
             raise ServiceError(f"postgres: initdb failed: {_last(done.stderr or done.stdout)}")
         options = [arg for opt in SERVER_OPTIONS for arg in ("-c", opt)]
         argv = [self.server.program, "-D", str(self.data), "-k", self.host, "-p", str(PORT)]
-        with self.log_path.open("ab") as out:
-            self.proc = subprocess.Popen(
-                self.identity.argv([*argv, *options]),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=str(self.data),
-                env=_clean_env(),
-                start_new_session=True,
-            )
+        self.proc = self.launcher.start([*argv, *options], log=self.log_path, cwd=self.data)
         self._wait_ready(timeout_s)
         log.info("postgres %s started on %s", self.server.version, self.host)
 
@@ -121,8 +109,7 @@ class Postgres:
         psql = os.path.join(self.server.bindir, "psql")
         argv = [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", self.host, "-p", str(PORT)]
         argv += ["-U", SUPERUSER, "-d", database, "-tA", "-c", sql]
-        env = {**_clean_env(), "PGCONNECT_TIMEOUT": "5"}
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+        done = self.launcher.run(argv, env={"PGCONNECT_TIMEOUT": "5"}, timeout_s=120)
         if check and done.returncode != 0:
             raise ServiceError(f"postgres: {sql.split()[0]} failed: {_last(done.stderr)}")
         return done
@@ -136,7 +123,8 @@ class Postgres:
 
     def stop(self, grace_s: float = 10.0) -> None:
         """Fast shutdown, then kill what is left working in the data directory."""
-        stop_server(self.proc, str(self.data), signal.SIGINT, grace_s)
+        if self.proc is not None:
+            self.proc.stop(signal.SIGINT, grace_s)
 
     def last_log_line(self) -> str:
         """The server log's last line (what it said before failing)."""
@@ -144,11 +132,6 @@ class Postgres:
             return _last(self.log_path.read_text("utf-8", errors="replace"))
         except OSError:
             return "no log"
-
-
-def _clean_env() -> dict[str, str]:
-    """PATH, LANG and nothing of the host's PG* variables or secrets."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "TZ": "UTC"}
 
 
 def _last(text: str) -> str:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import socket
-import subprocess
 import time
 
 from tasks.services.binaries import Server, ServiceError
 from tasks.services.identity import Identity, RunDirs, make_data_dir
-from tasks.services.procs import stop_server
+from tasks.services.launch import Handle, HostLauncher, Launcher
 
 log = logging.getLogger(__name__)
 
@@ -22,14 +20,17 @@ DATABASES = 16
 class Redis:
     """One Redis server of one run."""
 
-    def __init__(self, server: Server, dirs: RunDirs, identity: Identity) -> None:
+    def __init__(
+        self, server: Server, dirs: RunDirs, identity: Identity, launcher: Launcher | None = None
+    ) -> None:
         self.server = server
         self.dirs = dirs
         self.identity = identity
+        self.launcher = launcher or HostLauncher(identity)
         self.data = dirs.data("redis")
         self.socket = dirs.sock / "redis.sock"
         self.log_path = dirs.logs / "redis.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Handle | None = None
 
     def env(self, db: int = 0) -> dict[str, str]:
         """``REDIS_URL`` for numbered database `db`."""
@@ -61,16 +62,7 @@ class Redis:
             "--databases",
             str(DATABASES),
         ]
-        with self.log_path.open("ab") as out:
-            self.proc = subprocess.Popen(
-                self.identity.argv(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=str(self.data),
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                start_new_session=True,
-            )
+        self.proc = self.launcher.start(argv, log=self.log_path, cwd=self.data)
         deadline = time.monotonic() + timeout_s
         while not self.ping():
             if self.proc.poll() is not None:
@@ -100,7 +92,8 @@ class Redis:
 
     def stop(self, grace_s: float = 5.0) -> None:
         """SIGTERM (no save), then kill what is left working in the data directory."""
-        stop_server(self.proc, str(self.data), signal.SIGTERM, grace_s)
+        if self.proc is not None:
+            self.proc.stop(signal.SIGTERM, grace_s)
 
     def last_log_line(self) -> str:
         try:

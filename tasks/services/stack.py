@@ -15,8 +15,9 @@ from pathlib import Path
 
 import tasks.services.reaper as reaper_script
 from tasks.envs.needs import RunNeeds, RunnerLike
-from tasks.services.binaries import choose, postgres_servers, redis_servers
-from tasks.services.identity import RunDirs, make_run_dirs, server_identity
+from tasks.services.binaries import Server, choose, postgres_servers, redis_servers
+from tasks.services.identity import Identity, RunDirs, make_run_dirs, server_identity
+from tasks.services.launch import ContainerLauncher
 from tasks.services.postgres import Postgres, database_name
 from tasks.services.procs import kill_in
 from tasks.services.redis import Redis
@@ -99,11 +100,13 @@ class Services:
 
 @contextlib.contextmanager
 def running_services(
-    settings: ServicesSettings, *, parent: str | None = None
+    settings: ServicesSettings, *, parent: str | None = None, image: str | None = None
 ) -> Iterator[Services]:
     """Start the declared services; stop them and remove everything on exit.
 
     With nothing declared this yields an empty :class:`Services` (no directory, no process).
+    With `image` (the docker sandbox's image) the servers run as containers of it, next to the
+    sandbox's containers, with no network (:mod:`tasks.services.launch`); else on this machine.
 
     Raises:
         ServiceError: a server is missing, a version pin cannot be met, or a server did not
@@ -112,32 +115,51 @@ def running_services(
     if not settings.any:
         yield Services(settings, None)
         return
-    pg = (
-        choose("postgres", settings.postgres, postgres_servers(), "postgresql")
-        if (settings.postgres is not False)
-        else None
-    )
-    rd = (
-        choose("redis", settings.redis, redis_servers(), "redis-server")
-        if (settings.redis is not False)
-        else None
-    )
     identity = server_identity()
+    launchers = _launchers(image, identity) if image else None
+    pg, rd = _servers(settings, launchers)
     dirs = make_run_dirs(identity, parent)
     reaper = _start_reaper(dirs.base)
     services = Services(settings, dirs)
     try:
         if pg is not None:
-            services.postgres = Postgres(pg, dirs, identity)
+            launcher = launchers["postgres"].at(dirs) if launchers else None
+            services.postgres = Postgres(pg, dirs, identity, launcher)
             services.postgres.start(settings.start_timeout_s)
             services.postgres.create_database(services.template)
         if rd is not None:
-            services.redis = Redis(rd, dirs, identity)
+            launcher = launchers["redis"].at(dirs) if launchers else None
+            services.redis = Redis(rd, dirs, identity, launcher)
             services.redis.start(settings.start_timeout_s)
         yield services
     finally:
         _stop(services, dirs)
         _release_reaper(reaper)
+
+
+def _launchers(image: str, identity: Identity) -> dict[str, ContainerLauncher]:
+    return {name: ContainerLauncher(image, identity, name) for name in ("postgres", "redis")}
+
+
+def _servers(
+    settings: ServicesSettings, launchers: dict[str, ContainerLauncher] | None
+) -> tuple[Server | None, Server | None]:
+    """The PostgreSQL and Redis servers to start (None: not declared), the pins met."""
+    found = {
+        "postgres": (lambda: [launchers["postgres"].server()]) if launchers else postgres_servers,
+        "redis": (lambda: [launchers["redis"].server()]) if launchers else redis_servers,
+    }
+    pg = (
+        choose("postgres", settings.postgres, found["postgres"](), "postgresql")
+        if settings.postgres is not False
+        else None
+    )
+    rd = (
+        choose("redis", settings.redis, found["redis"](), "redis-server")
+        if settings.redis is not False
+        else None
+    )
+    return pg, rd
 
 
 def _stop(services: Services, dirs: RunDirs) -> None:

@@ -76,6 +76,8 @@ class RecordedRequest:
     raw: bytes
     body: dict[str, Any] | None
     rule: str | None = None
+    #: The client's (host, port): which process sent it (a test that kills that process).
+    peer: tuple[str, int] = ("", 0)
 
     @property
     def model(self) -> str | None:
@@ -126,16 +128,25 @@ class Rule:
 
     def next_answer(self, req: RecordedRequest) -> Canned:
         """The next scripted answer (faults first; the last reply repeats)."""
+        return answered(self.next_reply(), req)
+
+    def next_reply(self) -> Answer:
+        """The next scripted answer, a callable one not called yet (the server calls it
+        without holding its lock: a reply that waits never stops the other requests)."""
         index = self.served
         self.served += 1
         if index < len(self.faults):
             return self.faults[index]
         if not self.replies:
             return error(500, body="rule has no replies")
-        answer = self.replies[min(index - len(self.faults), len(self.replies) - 1)]
-        if callable(answer) and not isinstance(answer, Canned):
-            answer = answer(req)
-        return ok(answer) if isinstance(answer, str) else answer
+        return self.replies[min(index - len(self.faults), len(self.replies) - 1)]
+
+
+def answered(answer: Answer, req: RecordedRequest) -> Canned:
+    """A scripted answer as the server sends it (a callable one called with `req`)."""
+    if callable(answer) and not isinstance(answer, Canned):
+        answer = answer(req)
+    return ok(answer) if isinstance(answer, str) else answer
 
 
 class MistralServer:
@@ -201,11 +212,16 @@ class MistralServer:
             if self._faults:
                 req.rule = "<fault>"
                 return self._faults.pop(0)
+            reply: Answer | None = None
             for index, rule in enumerate(self.rules):
                 if rule.matches(req):
                     req.rule = rule.name or f"rule {index}"
-                    return rule.next_answer(req)
-            self.unmatched.append(req)
+                    reply = rule.next_reply()
+                    break
+            else:
+                self.unmatched.append(req)
+        if reply is not None:
+            return answered(reply, req)
         preview = " ".join(req.text.split())[:200]
         return error(500, body=json.dumps({"error": f"no rule matches request: {preview}"}))
 
@@ -258,6 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         req = RecordedRequest(self.path, dict(self.headers.items()), raw, body)
+        req.peer = (str(self.client_address[0]), int(self.client_address[1]))
         fake = self.fake
         with fake._lock:
             fake.in_flight += 1

@@ -58,6 +58,9 @@ def cluster(
         if key.startswith("PREFECT_") or key == "PYTHONPATH":
             monkeypatch.setenv(key, value)
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-client"))
+    # The model key in each worker's own environment, as an operator sets it: a job carries
+    # secrets by reference only (tasks/scale), so a worker reads the key here.
+    monkeypatch.setenv("MISTRAL_API_KEY", "test-key-not-real")
     with (
         LocalCluster(
             n_workers=2,
