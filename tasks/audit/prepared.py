@@ -81,10 +81,7 @@ def prepared_run(
     )
     with contextlib.ExitStack() as stack:
         try:
-            # Under the docker backend the servers are containers next to the sandbox's.
-            docker = settings.sandbox.backend == "docker"
-            image = settings.sandbox.docker_image if docker else None
-            services = stack.enter_context(running_services(settings.services, image=image))
+            services = stack.enter_context(_services(settings))
         except ServiceError as exc:
             why = SuiteProblem(tool="services", cause="environment", message=str(exc))
             yield PreparedRun(env=outcome, problem=f"services: {exc}", suite_problem=why)
@@ -120,6 +117,13 @@ def prepared_run(
             problem=problem,
             suite_problem=schema_problem,
         )
+
+
+def _services(settings: Settings) -> contextlib.AbstractContextManager[Services]:
+    """The declared services: under the docker backend, containers next to the sandbox's."""
+    docker = settings.sandbox.backend == "docker"
+    image = settings.sandbox.docker_image if docker else None
+    return running_services(settings.services, image=image)
 
 
 def not_ready_suite(toolchain: str, line: str, problem: SuiteProblem | None) -> SuiteResult:
