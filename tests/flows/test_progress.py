@@ -3,8 +3,11 @@ a Prefect API call), and always ending at 100 on the last item. Against a real P
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from prefect import flow
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterId
 
 from flows.progress import ProgressArtifact
 
@@ -17,10 +20,13 @@ class _Clock:
         return self.now
 
 
-def _data(artifact_id: object) -> object:
+def _data(artifact_id: UUID) -> object:
+    # By its id: the session's server holds every other test's artifacts too, and a listing
+    # comes in pages.
+    only = ArtifactFilter(id=ArtifactFilterId(any_=[artifact_id]))
     with get_client(sync_client=True) as client:
-        found = client.read_artifacts()
-    return next(a.data for a in found if a.id == artifact_id)
+        [found] = client.read_artifacts(artifact_filter=only)
+    return found.data
 
 
 def test_updates_are_spaced_and_the_last_item_always_lands(prefect_harness: None) -> None:
