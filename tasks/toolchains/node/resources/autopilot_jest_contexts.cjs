@@ -5,8 +5,8 @@
 // this reporter reads it there, maps it back to the sources' own lines through their source
 // maps (ts-jest's TypeScript), as Jest's coverage report does, and writes the lines each test
 // file ran. It never changes Jest's own data, and a failure here never fails the run (the run
-// then has no evidence). The v8 coverage provider keeps no per-file istanbul data: nothing is
-// written for it.
+// then has no evidence). Under the v8 coverage provider a test file's result carries V8's raw
+// data instead (`v8Coverage`), which this reporter does not read: it writes no lines then.
 //
 //   AUTOPILOT_CONTEXTS_FILE  where the JSON {test file: {source: [line, ...]}} is written
 "use strict";
