@@ -74,10 +74,11 @@ def test_the_list_prints_one_row_per_project_against_the_frameworks_own_run(
     rows = _rows(done.stdout)
     assert list(rows) == ["tally", "rails_shop"], done.stdout
     tally = rows["tally"]
-    # project, stack, ran, ours, theirs, same, coverage agrees, exercised: untested, loaded, s
+    # project, stack, ran, ours, theirs, same, coverage agrees, exercised: untested,
+    # declarations only, seconds
     assert tally[1:8] == ["python-pytest", "yes", "2: 2/0/0", "2: 2/0/0", "=", "3/3", "2: 0"]
     assert tally[8] == "1", done.stdout  # labels.py: loaded, no function body
-    assert (work / "out" / "tally" / "loaded.txt").read_text() == "src/tally/labels.py\n"
+    assert (work / "out" / "tally" / "declarations.txt").read_text() == "src/tally/labels.py\n"
     shop = rows["rails_shop"]
     assert shop[1:6] == ["ruby-rspec", "yes", "14: 14/0/0", "14: 14/0/0", "="], done.stdout
     agree, compared = shop[6].split("/")
