@@ -6,7 +6,8 @@
 # Usage: scripts/field-check.sh REPO [--python PATH] [--out DIR] [--ref REF]
 #        scripts/field-check.sh --list FILE [--work DIR] [--only NAME]...
 #   --list FILE    many projects, each against the framework's own run, one row each
-#                  (scripts/field_check.py; scripts/field-projects.txt is the rehearsal's list)
+#                  (scripts/field_check.py, the framework's runs in scripts/field_reference.py;
+#                  scripts/field-projects.txt is the rehearsal's list, the README its table)
 #   --python PATH  the project's interpreter (its virtualenv's python), as `python =` in
 #                  autopilot.toml would name it; default: Autopilot's isolated one
 #   --out DIR      where map.json, audit.json and audit.stderr go (default: a temp directory)

@@ -14,9 +14,17 @@ environment, in the same sandbox, with the framework's own commands and reports,
 difference is one of counting or measuring, never of installing. Nothing of a project is kept
 in this repository.
 
-Columns: the suite ran (ours); tests as ours / theirs (total, passed, failed, skipped); the
-files whose line coverage the two measured, and how many agree (to 0.01 %); sources the
-framework covered that the audit calls untested (a mapping or evidence miss); seconds.
+Columns: the suite ran (ours); tests as ours / theirs (total: passed/failed/skipped); the
+files whose line coverage both measured, and how many agree (to 0.01 %; files the framework's
+run measured that are no sources, such as test files, are listed in ``unlisted.txt``); of the
+sources whose function bodies the framework's run executed (a test ran them, or a module being
+loaded did), how many the audit calls untested (a mapping or evidence miss); the modules of
+declarations only (no function body: constants, enums, data tables, re-exports) the
+framework's run loaded and the audit calls untested, for the record (loading runs them
+whoever loads them); seconds.
+Each project's documents (map, audit, the reference's figures, the files behind each column:
+``differ``, ``unlisted``, ``misses``, ``declarations``, and ``imported``, the modules whose
+functions no test called) are kept in WORK/out/NAME.
 """
 
 from __future__ import annotations
@@ -35,12 +43,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tasks.audit.prepared import prepared_run  # noqa: E402
-from tasks.core.config import SandboxSettings, load_settings  # noqa: E402
-from tasks.core.run_context import job_context  # noqa: E402
-from tasks.sandbox.make import make_runner  # noqa: E402
+from field_reference import Reference, reference  # noqa: E402
+
+from tasks.core.config import load_settings  # noqa: E402
+from tasks.toolchains.registry import toolchain_class  # noqa: E402
 
 AUTOPILOT = ROOT / ".venv" / "bin" / "autopilot"
+#: The files behind the columns, one list each in WORK/out/NAME/<kind>.txt.
+KINDS = ("differ", "unlisted", "misses", "declarations", "imported")
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "field",
     "GIT_AUTHOR_EMAIL": "field@example.invalid",
@@ -59,8 +69,12 @@ class Row:
     ours: tuple[int, int, int, int] | None = None
     theirs: tuple[int, int, int, int] | None = None
     compared: int = 0
-    agree: int = 0
+    differ: list[str] = field(default_factory=list)
+    unlisted: list[str] = field(default_factory=list)
+    exercised: int = 0
     misses: list[str] = field(default_factory=list)
+    declarations: list[str] = field(default_factory=list)
+    imported: list[str] = field(default_factory=list)
     seconds: float = 0.0
     note: str = ""
 
@@ -116,133 +130,59 @@ def _unpack(archive: Path, dest: Path) -> None:
     (dest.parent / ".unpack").rmdir()
 
 
-def audit(repo: Path, home: Path) -> tuple[dict, dict | None, str]:  # type: ignore[type-arg]
+def audit(repo: Path, home: Path, out: Path) -> tuple[dict, dict | None, str]:  # type: ignore[type-arg]
+    """`autopilot map` and `autopilot -v audit` on `repo`, their documents kept in `out`."""
     env = {**os.environ, "AUTOPILOT_HOME": str(home)}
     env.pop("PREFECT_API_URL", None)
-    mapped = subprocess.run([str(AUTOPILOT), "map", "--repo", str(repo), "--json"], env=env,
-                            capture_output=True, text=True)  # fmt: skip
-    done = subprocess.run([str(AUTOPILOT), "-v", "audit", "--repo", str(repo), "--json"],
-                          env=env, capture_output=True, text=True)  # fmt: skip
+    docs = {}
+    for command in ("map", "audit"):
+        argv = [str(AUTOPILOT), "-v", command, "--repo", str(repo), "--json"]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True)
+        (out / f"{command}.json").write_text(done.stdout)
+        (out / f"{command}.stderr").write_text(done.stderr)
+        docs[command] = done
     try:
-        report = json.loads(done.stdout)
+        report = json.loads(docs["audit"].stdout)
     except ValueError:
         report = None
-    return json.loads(mapped.stdout or "{}"), report, done.stderr
+    return json.loads(docs["map"].stdout or "{}"), report, docs["audit"].stderr
 
 
-def reference(stack: str, repo: Path, home: Path) -> tuple:  # type: ignore[type-arg]
-    """(counts, {source: coverage ratio}) of the framework's own run, in the sandbox, inside
-    the same prepared run as the audit's (its environment, reused; its services, started)."""
-    copy = repo.parent.parent / "ref" / repo.name
-    shutil.rmtree(copy, ignore_errors=True)
-    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"), symlinks=True)
-    os.environ["AUTOPILOT_HOME"] = str(home)
-    settings = load_settings(copy)
-    with prepared_run(settings, copy, copy, stack) as ready, job_context("reference"):
-        if ready.problem:
-            raise RuntimeError(f"reference run not ready: {ready.problem}")
-        env_dir = Path(ready.env.path) if ready.env is not None else None
-        runner = make_runner(SandboxSettings(backend="bwrap", timeout_s=1800), copy)
-        if stack == "python-pytest":
-            return _pytest(runner, copy, home, env_dir)
-        if stack == "node-jest":
-            return _jest(runner, copy, env_dir)
-        if stack == "ruby-rspec":
-            return _rspec(runner, copy, env_dir)
-    raise RuntimeError(f"no reference run for {stack}")
-
-
-def _pytest(runner, copy: Path, home: Path, env_dir: Path | None) -> tuple:  # type: ignore[no-untyped-def,type-arg]
-    if env_dir is not None:
-        python = str(env_dir / "venv" / "bin" / "python")
-    else:
-        isolated = sorted((home / "envs").glob("pytest-coverage-*"))
-        python = str(isolated[-1] / "bin" / "python") if isolated else sys.executable
-        runner.toolchain_dirs.append(str(Path(python).parents[1]))
-    env = {"PYTHONPATH": f"{copy}/src:{copy}", "PYTHONDONTWRITEBYTECODE": "1"}
-    runner.run([python, "-m", "coverage", "run", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                f"--junitxml={copy}/ref-junit.xml"], cwd=copy, env=env)  # fmt: skip
-    runner.run([python, "-m", "coverage", "json", "-q", "-o", f"{copy}/ref-cov.json"],
-               cwd=copy, env=env)  # fmt: skip
-    parsed = json.loads(_run([str(AUTOPILOT), "parse", f"{copy}/ref-junit.xml", "--json"], copy))
-    t = parsed["summary"]
-    counts = (t["tests"], t["passed"], t["failed"] + t["errors"], t["skipped"])
-    report = copy / "ref-cov.json"
-    cov = json.loads(report.read_text()) if report.is_file() else {}
-    ratios = {}
-    for path, data in cov.get("files", {}).items():
-        s = data["summary"]
-        if s["num_statements"]:
-            ratios[os.path.relpath(os.path.join(copy, path), copy)] = (
-                s["covered_lines"] / s["num_statements"]
-            )
-    return counts, ratios
-
-
-def _jest(runner, copy: Path, env_dir: Path | None) -> tuple:  # type: ignore[no-untyped-def,type-arg]
-    modules = env_dir / "node_modules" if env_dir is not None else copy / "node_modules"
-    extra: list[str] = []
-    if not modules.exists():  # nothing installed: Autopilot's own tools, as the audit used
-        modules = ROOT / "toolchains" / "node" / "node_modules"
-        runner.toolchain_dirs.append(str(modules))
-        own = any(copy.glob("jest.config.*")) or "jest" in json.loads(
-            (copy / "package.json").read_text()
-        )
-        extra = [] if own else ["--preset", "ts-jest"]
-    if not (copy / "node_modules").exists():
-        (copy / "node_modules").symlink_to(modules)
-    jest = str(modules / "jest" / "bin" / "jest.js")
-    scripts = " ".join(
-        p.read_text() for p in (copy / "package.json", copy / "Makefile") if p.is_file()
-    )
-    options = "--experimental-vm-modules" if "experimental-vm-modules" in scripts else ""
-    runner.run(["node", jest, "--ci", "--json", f"--outputFile={copy}/ref.json", "--coverage",
-                "--coverageReporters=json-summary", f"--coverageDirectory={copy}/ref-cov",
-                *extra], cwd=copy, env={"NODE_OPTIONS": options})  # fmt: skip
-    doc = json.loads((copy / "ref.json").read_text())
-    skipped = doc.get("numPendingTests", 0) + doc.get("numTodoTests", 0)
-    counts = (doc["numTotalTests"], doc["numPassedTests"], doc["numFailedTests"], skipped)
-    summary = copy / "ref-cov" / "coverage-summary.json"
-    data = json.loads(summary.read_text()) if summary.is_file() else {}
-    ratios = {
-        os.path.relpath(path, copy): v["lines"]["covered"] / v["lines"]["total"]
-        for path, v in data.items()
-        if path != "total" and v["lines"]["total"]
-    }
-    return counts, ratios
-
-
-_SIMPLECOV = """require "simplecov"
-SimpleCov.start { coverage_dir "%s"; add_filter "/spec/" }
-"""
-
-
-def _rspec(runner, copy: Path, env_dir: Path | None) -> tuple:  # type: ignore[no-untyped-def,type-arg]
-    (copy / "ref_simplecov.rb").write_text(_SIMPLECOV % f"{copy}/ref-cov")
-    env = {"RAILS_ENV": "test"}  # the prepared bundle's variables come with the run's context
-    runner.run(["rspec", "-r", f"{copy}/ref_simplecov.rb", "--format", "json", "--out",
-                f"{copy}/ref.json"], cwd=copy, env=env)  # fmt: skip
-    doc = json.loads((copy / "ref.json").read_text())
-    s = doc["summary"]
-    counts = (s["example_count"], s["example_count"] - s["failure_count"] - s["pending_count"],
-              s["failure_count"], s["pending_count"])  # fmt: skip
-    resultset = copy / "ref-cov" / ".resultset.json"
-    data = json.loads(resultset.read_text()) if resultset.is_file() else {}
-    ratios = {}
-    for run in data.values():
-        for path, lines in run["coverage"].items():
-            lines = lines["lines"] if isinstance(lines, dict) else lines
-            relevant = [n for n in lines if n is not None]
-            if relevant:
-                ratios[os.path.relpath(path, copy)] = sum(1 for n in relevant if n) / len(relevant)
-    return counts, ratios
+def compare(row: Row, stack: str, repo: Path, report: dict, ref: Reference) -> None:  # type: ignore[type-arg]
+    """Coverage per file, and the mapping of every source the framework's run exercised."""
+    ours = {f["source"]: f for f in report["files"]}
+    for path, ratio in sorted(ref.ratios.items()):
+        if path not in ours:
+            row.unlisted.append(path)
+            continue
+        row.compared += 1
+        if abs(ours[path]["coverage"] - ratio) >= 1e-4:
+            row.differ.append(f"{path}: ours {ours[path]['coverage']:.4f}, theirs {ratio:.4f}")
+    chain = toolchain_class(stack).from_settings(load_settings(repo))
+    for path, f in sorted(ours.items()):
+        ran = ref.lines.get(path)
+        if not ran:
+            continue
+        text = (repo / path).read_text(encoding="utf-8", errors="replace")
+        body = chain.body_lines(path, text) or set()
+        if ran & body:
+            row.exercised += 1
+            if f["status"] == "untested":
+                row.misses.append(path)
+        elif f["status"] == "untested":
+            # Loaded, no function body run: a module of declarations only, or one whose
+            # functions no test called (rightly untested; kept in imported.txt).
+            (row.imported if body else row.declarations).append(path)
 
 
 def check(name: str, source: str, work: Path) -> Row:
     row, start = Row(name), time.monotonic()
+    out = work / "out" / name
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
     try:
         repo = obtain(name, source, work)
-        mapped, report, stderr = audit(repo, work / "home")
+        mapped, report, stderr = audit(repo, work / "home", out)
         row.stack = mapped.get("toolchain", "?")
         if report is None:
             row.ran, row.note = "no", (stderr.strip().splitlines() or ["no report"])[-1][:120]
@@ -250,20 +190,23 @@ def check(name: str, source: str, work: Path) -> Row:
         row.ran = "yes" if report["suite"]["ran"] else "no"
         t = report["summary"]["tests"]
         row.ours = (t["tests"], t["passed"], t["failed"] + t["errors"], t["skipped"])
-        counts, ratios = reference(row.stack, repo, work / "home")
-        row.theirs = counts
-        ours = {f["source"]: f for f in report["files"]}
-        for path, ratio in ratios.items():
-            if path in ours:
-                row.compared += 1
-                row.agree += abs(ours[path]["coverage"] - ratio) < 1e-4
-                if ratio > 0 and ours[path]["status"] == "untested":
-                    row.misses.append(path)
+        ref = reference(row.stack, repo, work / "home")
+        row.theirs = ref.counts
+        figures = {"counts": ref.counts, "ratios": ref.ratios}
+        (out / "reference.json").write_text(json.dumps(figures, indent=1))
+        compare(row, row.stack, repo, report, ref)
     except (RuntimeError, OSError, ValueError, KeyError, StopIteration) as exc:
         row.note = f"{type(exc).__name__}: {exc}"[:160]
     finally:
         row.seconds = time.monotonic() - start
+        _keep(out, row)
     return row
+
+
+def _keep(out: Path, row: Row) -> None:
+    """The files behind the row's columns, one per line, in `out`."""
+    for kind in KINDS:
+        (out / f"{kind}.txt").write_text("".join(f"{p}\n" for p in getattr(row, kind)))
 
 
 def _projects(path: Path) -> list[tuple[str, str]]:
@@ -277,12 +220,14 @@ def _projects(path: Path) -> list[tuple[str, str]]:
 
 def _cells(r: Row) -> list[str]:
     def fmt(c: tuple[int, int, int, int] | None) -> str:
-        return "-" if c is None else f"{c[0]} ({c[1]}/{c[2]}/{c[3]})"
+        return "-" if c is None else f"{c[0]}: {c[1]}/{c[2]}/{c[3]}"
 
     same = "=" if r.ours is not None and r.ours == r.theirs else "≠"
-    coverage = f"{r.agree}/{r.compared}" if r.compared else "-"
+    agree = r.compared - len(r.differ)
+    coverage = f"{agree}/{r.compared}" if r.compared else "-"
     return [r.name, r.stack, r.ran, fmt(r.ours), fmt(r.theirs), same, coverage,
-            str(len(r.misses)), f"{r.seconds:.0f}", r.note]  # fmt: skip
+            f"{r.exercised}: {len(r.misses)}", str(len(r.declarations)), f"{r.seconds:.0f}",
+            r.note]  # fmt: skip
 
 
 def main() -> int:
@@ -293,15 +238,16 @@ def main() -> int:
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     heads = ["project", "stack", "ran", "tests ours (p/f/s)", "theirs", "", "coverage agrees",
-             "covered but untested", "s", "note"]  # fmt: skip
+             "exercised: untested", "declarations only", "s", "note"]  # fmt: skip
     print("| " + " | ".join(heads) + " |\n|" + "---|" * len(heads), flush=True)
     for name, source in _projects(args.list):
         if args.only and name not in args.only:
             continue
         row = check(name, source, args.work)
         print("| " + " | ".join(_cells(row)) + " |", flush=True)
-        for miss in row.misses[:10]:
-            print(f"    covered but untested: {miss}", file=sys.stderr)
+        for kind in KINDS[:4]:
+            for item in getattr(row, kind)[:10]:
+                print(f"    {name}: {kind}: {item}", file=sys.stderr)
     return 0
 
 

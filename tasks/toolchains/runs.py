@@ -1,17 +1,22 @@
 """What the stacks' test runs share: a scratch directory per run inside the worktree, the
-toolchain's helper files copied there, the raw reports kept, tool output cut to size.
+toolchain's helper files copied there, the raw reports kept, tool output cut to size, the
+per-test-file lines a contexts helper wrote read back.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import uuid
 from collections.abc import Collection
 from pathlib import Path
 
 from tasks.core.types import CommandResult, SuiteProblem, ValidationResult
+from tasks.facts.evidence import LineContexts
 from tasks.toolchains.base import SuiteResult
+
+log = logging.getLogger(__name__)
 
 #: Scratch space for reports inside the repository (the only place a sandbox can write).
 SCRATCH_DIR = ".autopilot-tmp"
@@ -150,3 +155,25 @@ def split_repeats(cmd: CommandResult, run_dir: Path, runs: int) -> list[CommandR
 def _died(cmd: CommandResult) -> CommandResult:
     """The process exited 0 yet a run left no status: count it as a run that did not finish."""
     return cmd.model_copy(update={"exit_code": 1, "stderr": cmd.stderr + "\nrun left no status"})
+
+
+def load_contexts(path: Path, repo: Path) -> LineContexts:
+    """source -> test file -> lines, from a stack's contexts helper's JSON ``{test file:
+    {source: [line, ...]}}`` (sources outside `repo` dropped; an unusable file is no evidence)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        log.warning("%s: unusable test contexts (%s)", path, exc)
+        return {}
+    out: LineContexts = {}
+    for test, files in data.items() if isinstance(data, dict) else []:
+        if not isinstance(files, dict):
+            continue
+        test_rel = relative_path(str(test), repo).removeprefix("./")
+        for file, lines in files.items():
+            source = relative_path(str(file), repo)
+            if source.startswith("/") or not isinstance(lines, list):
+                continue
+            numbers = {n for n in lines if isinstance(n, int)}
+            out.setdefault(source, {}).setdefault(test_rel, set()).update(numbers)
+    return out

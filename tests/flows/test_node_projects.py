@@ -158,7 +158,26 @@ def test_audit_counts_and_covers_what_npm_test_does(
         assert by[source]["coverage"] == pytest.approx(expected, abs=1e-4), source
     others = {s: (f["coverage"], f["status"]) for s, f in by.items() if s not in lines}
     assert others == ({SLUG: (0.0, "untested")} if name == "ts_shape" else {})
+    if name == "ts_shape":
+        _evidence_from_each_test_files_own_coverage(by)
     assert git(repo, "status", "--porcelain") == ""  # the checkout untouched
+
+
+def _evidence_from_each_test_files_own_coverage(by: dict[str, Any]) -> None:
+    """ts_shape's checkout test is named after a feature and imports the barrel src/index.ts
+    only: the sources whose functions it ran (through source maps, on TypeScript's own lines)
+    are tested by evidence; a module it merely loaded, with no function of its own, is not."""
+    cart = by["src/cart.ts"]
+    assert (cart["specs"], cart["status"]) == ([], "tested")
+    assert cart["covered_by"] == ["test/checkout.test.ts"]
+    assert by["src/math.ts"]["covered_by"] == ["test/checkout.test.ts"]  # clamp, via cart
+    assert by["src/index.ts"]["specs"] == ["test/checkout.test.ts"]  # what it imports
+    currency = by["src/currency.ts"]
+    assert (currency["coverage"], currency["status"], currency["covered_by"]) == (
+        1.0,
+        "untested",
+        [],
+    )
 
 
 def test_the_checkouts_own_node_modules_without_a_prepared_environment(
@@ -179,7 +198,7 @@ def test_the_checkouts_own_node_modules_without_a_prepared_environment(
 
     report = _json(capsys)
     assert code == 0, report["suite"]
-    assert report["summary"]["tests"]["tests"] == 5 and report["suite"]["set_aside"] == {}
+    assert report["summary"]["tests"]["tests"] == 6 and report["suite"]["set_aside"] == {}
     assert f"node_modules: the checkout's (linked), {repo / 'node_modules'}" in report["prepared"]
 
 

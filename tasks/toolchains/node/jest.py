@@ -180,6 +180,7 @@ def jest_argv(
     cache_dir: Path | None = None,
     in_band: bool = True,
     node_options: Sequence[str] = (),
+    reporters: Sequence[str] = (),
 ) -> list[str]:
     """The command line of one run.
 
@@ -196,6 +197,8 @@ def jest_argv(
         in_band: run the test files in Jest's own process (``--runInBand``), else in two
             workers: worker start-up costs more than it saves for a few files on two cores.
         node_options: options of Jest's Node process (:func:`node_flags`).
+        reporters: more reporters (the contexts reporter of a suite run that records which
+            test file ran which lines).
     """
     argv = [tools.node, *node_options, tools.jest]
     if config is not None:
@@ -211,6 +214,7 @@ def jest_argv(
         "--testLocationInResults",
         "--reporters=default",
         f"--reporters={tools.junit_reporter}",
+        *(f"--reporters={r}" for r in reporters),
         "--runInBand" if in_band else "--maxWorkers=2",
     ]
     if coverage:

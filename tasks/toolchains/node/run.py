@@ -3,6 +3,9 @@
 One run writes everything into a fresh scratch directory of the worktree (``.autopilot-tmp/
 <id>``: the generated configuration, ``jest.json``, ``junit.xml``, ``coverage/
 coverage-final.json``), which is removed afterwards (copied to `reports_dir` first when asked).
+A suite run with `contexts` also loads ``resources/autopilot_jest_contexts.cjs`` as a reporter,
+which writes the source lines each test file ran (``contexts.json``): the evidence that maps
+test files to sources whatever their names, as the other stacks' suite runs record it.
 Jest's transform cache lives in ``.autopilot-tmp/jest-cache`` so the re-runs of one worktree
 (flakiness, the fix loop) do not compile TypeScript again.
 """
@@ -16,7 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tasks.core.errors import CoverageError
+from tasks.core.resources import resource_path
 from tasks.core.types import FileCoverage, SuiteProblem
+from tasks.facts.evidence import body_lines_run
 from tasks.toolchains.base import CommandRunner, SuiteResult, ToolchainError
 from tasks.toolchains.node.coverage import parse_istanbul
 from tasks.toolchains.node.jest import (
@@ -27,12 +32,23 @@ from tasks.toolchains.node.jest import (
     node_flags,
     project_config,
 )
-from tasks.toolchains.node.layout import NodeMapping, map_files
+from tasks.toolchains.node.layout import NodeMapping, is_code, map_files
 from tasks.toolchains.node.results import node_validation, parse_jest_run
+from tasks.toolchains.node.syntax import body_lines
 from tasks.toolchains.node.tools import NodeTools
-from tasks.toolchains.runs import keep_reports, remove_scratch, scratch_base, scratch_dir
+from tasks.toolchains.runs import (
+    copy_resource,
+    keep_reports,
+    load_contexts,
+    remove_scratch,
+    scratch_base,
+    scratch_dir,
+)
 
 log = logging.getLogger(__name__)
+
+#: The reporter that writes which test file ran which source lines (``resources/``).
+CONTEXTS = "autopilot_jest_contexts.cjs"
 
 
 def map_project(repo: Path, files: Sequence[str] | None = None) -> NodeMapping:
@@ -71,6 +87,7 @@ def run_jest(
     exclude: list[str] | None = None,
     coverage: bool = True,
     sources: Sequence[str] | None = None,
+    contexts: bool = False,
 ) -> SuiteResult:
     """Run test files (or the suite) under Jest with coverage and a jest-junit report.
 
@@ -86,6 +103,8 @@ def run_jest(
         coverage: False runs without measuring coverage (the flakiness re-runs).
         sources: what coverage measures in a suite run (default: the mapping's sources);
             a run with a `target` measures the target only.
+        contexts: also record which test file ran which source lines (a suite run with
+            coverage), as the suite's evidence.
 
     Returns:
         The suite result: the validation (not loaded, with the real message per file, when a
@@ -100,6 +119,8 @@ def run_jest(
         config_file: Path | None = None
         if own is None:
             config_file = _write_config(repo, default_config(repo, tools, measured, cache_dir))
+        env = jest_env(tools, run_dir)
+        reporters = _contexts_reporter(run_dir, env) if contexts and coverage else []
         argv = jest_argv(
             tools,
             run_dir,
@@ -111,8 +132,9 @@ def run_jest(
             cache_dir=cache_dir,
             in_band=in_band,
             node_options=node_flags(repo) if own is not None else (),
+            reporters=reporters,
         )
-        cmd = runner.run(argv, cwd=repo, env=jest_env(tools, run_dir), timeout_s=timeout_s)
+        cmd = runner.run(argv, cwd=repo, env=env, timeout_s=timeout_s)
         result, load_errors = parse_jest_run(repo, run_dir, cmd)
         result.specs = list(specs)
         result.target = target
@@ -121,10 +143,13 @@ def run_jest(
             suite.prepared.append(f"jest configuration: {own}")
         if coverage:
             suite.files = _coverage(repo, run_dir / "coverage" / "coverage-final.json")
+        if (run_dir / "contexts.json").is_file():
+            found = load_contexts(run_dir / "contexts.json", repo)
+            suite.set_evidence(body_lines_run(found, repo, _body_lines))
         if target is not None:
             result.coverage = suite.files.get(target) if coverage else None
         if reports_dir is not None:
-            keep_reports(run_dir, reports_dir, ("jest-cache", ".jest-cache"))
+            keep_reports(run_dir, reports_dir, ("jest-cache", ".jest-cache", CONTEXTS))
         return suite
     finally:
         remove_scratch(run_dir)
@@ -183,6 +208,17 @@ def _coverage(repo: Path, path: Path) -> dict[str, FileCoverage]:
     except CoverageError as exc:
         log.warning("coverage of %s unusable: %s", repo, exc)
         return {}
+
+
+def _contexts_reporter(run_dir: Path, env: dict[str, str]) -> list[str]:
+    """The contexts reporter, copied into the run's scratch directory, writing there."""
+    source = resource_path(f"tasks/toolchains/node/resources/{CONTEXTS}")
+    env["AUTOPILOT_CONTEXTS_FILE"] = str(run_dir / "contexts.json")
+    return [str(copy_resource(source, run_dir))]
+
+
+def _body_lines(path: str, text: str) -> set[int] | None:
+    return body_lines(path, text) if is_code(path) else None
 
 
 def not_started(specs: list[str], target: str | None, error: ToolchainError) -> SuiteResult:

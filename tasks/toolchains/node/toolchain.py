@@ -32,7 +32,7 @@ from tasks.toolchains.node.lint import FLAT_CONFIGS, LEGACY_CONFIGS
 from tasks.toolchains.node.lint import lint as eslint
 from tasks.toolchains.node.patches import MANIFESTS, TEST_CONFIG_GLOBS, TSCHECK
 from tasks.toolchains.node.prepared import NodeEnvBuilder
-from tasks.toolchains.node.run import not_started, run_jest
+from tasks.toolchains.node.run import CONTEXTS, not_started, run_jest
 from tasks.toolchains.node.tools import NodeTools, default_tools_dir, find_node, resolve_tools
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class NodeJestToolchain(Toolchain):
         *LEGACY_CONFIGS,
     )
     resource_dir = "tasks/toolchains/node/resources"
-    resources = (TSCHECK,)
+    resources = (TSCHECK, CONTEXTS)
     cache_dirs = (".eslintcache", ".jest-cache", ".swc", ".parcel-cache", ".turbo", ".next")
     env_dirs = ("node_modules",)
     output_paths = ("coverage", "junit.xml")
@@ -170,8 +170,8 @@ class NodeJestToolchain(Toolchain):
         contexts: bool = False,
     ) -> SuiteResult:
         """:func:`~tasks.toolchains.node.run.run_jest`, after the project's ``prepare``
-        commands; `contexts` is not supported by Jest (no per-test coverage) and ignored."""
-        del contexts
+        commands; `contexts` records which test file ran which source lines (the reporter
+        reads each test file's own coverage, which Jest keeps before merging them)."""
         try:
             tools = self.tools(repo)
             prepared = self.prepare_worktree(
@@ -189,6 +189,7 @@ class NodeJestToolchain(Toolchain):
             reports_dir=reports_dir,
             exclude=exclude,
             coverage=coverage,
+            contexts=contexts,
         )
         modules = _modules_note(tools)
         suite.prepared = [*prepared, *modules, *suite.prepared]

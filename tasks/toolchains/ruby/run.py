@@ -32,7 +32,7 @@ from tasks.core.types import (
     ValidationResult,
 )
 from tasks.facts.coverage import parse_coverage
-from tasks.facts.evidence import LineContexts, body_lines_run
+from tasks.facts.evidence import body_lines_run
 from tasks.facts.stacktrace import locations_from_trace
 from tasks.toolchains.base import CommandRunner, SuiteResult, Toolchain, ToolchainError
 from tasks.toolchains.ruby.diagnose import diagnose_rspec
@@ -40,8 +40,8 @@ from tasks.toolchains.runs import (
     copy_resource,
     join_messages,
     keep_reports,
+    load_contexts,
     not_run,
-    relative_path,
     remove_scratch,
     scratch_dir,
     tail,
@@ -182,27 +182,6 @@ def load_errors_by_file(json_out: Path) -> dict[str, str]:
         m = _LOADING.search(message) if isinstance(message, str) else None
         if m:
             out.setdefault(m.group("path"), message.strip())
-    return out
-
-
-def load_contexts(path: Path, repo: Path) -> LineContexts:
-    """source -> spec file -> lines, from the contexts helper's JSON (outsiders dropped)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        log.warning("%s: unusable spec contexts (%s)", path, exc)
-        return {}
-    out: LineContexts = {}
-    for spec, files in data.items() if isinstance(data, dict) else []:
-        if not isinstance(files, dict):
-            continue
-        spec_rel = relative_path(str(spec), repo).removeprefix("./")
-        for file, lines in files.items():
-            source = relative_path(str(file), repo)
-            if source.startswith("/") or not isinstance(lines, list):
-                continue
-            numbers = {n for n in lines if isinstance(n, int)}
-            out.setdefault(source, {}).setdefault(spec_rel, set()).update(numbers)
     return out
 
 

@@ -253,10 +253,9 @@ def test_one_failing_test_makes_one_source_failing_and_is_named(project: Any) ->
     doc = _json(repo, "HEAD~1")
     statuses = _statuses(doc)
     assert len(statuses) == 8
-    if stack["make"] is not _node_project:  # Jest runs record no per-test-file evidence
-        # Its test file ran every source's function bodies, and they stay tested.
-        assert all(f["covered_by"] or f["specs"] for f in doc["files"])
-        assert {statuses[s] for s in statuses if s != stack["cart"]} == {"tested"}
+    # Its test file ran every source's function bodies, and they stay tested.
+    assert all(f["covered_by"] or f["specs"] for f in doc["files"])
+    assert {statuses[s] for s in statuses if s != stack["cart"]} == {"tested"}
     assert [s for s, status in statuses.items() if status == "failing"] == [stack["cart"]]
     assert "failing" not in {statuses[s] for s in statuses if s != stack["cart"]}
     assert doc["summary"]["tests"]["failed"] == 1

@@ -1,0 +1,1 @@
+export const CURRENCIES = ["EUR", "USD"] as const;
