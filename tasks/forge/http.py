@@ -20,6 +20,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import SecretStr
 
+from tasks.core.secret_values import REGISTRY
 from tasks.forge.settings import ForgeSettings
 
 GITHUB_API_VERSION = "2022-11-28"
@@ -67,6 +68,7 @@ def send(
     Raises:
         httpx.HTTPError: the forge could not be reached (after the retries).
     """
+    payload = _without_secrets(payload)
     for attempt in range(1, ATTEMPTS + 1):
         try:
             response = http.request(method, url, headers=headers, json=payload, params=params)
@@ -80,6 +82,19 @@ def send(
             continue
         return response
     raise AssertionError("unreachable")  # the loop always returns or raises
+
+
+def _without_secrets(value: Any) -> Any:
+    """Every text of a request's payload without the secrets Autopilot holds, by value in every
+    form: what goes to a forge (a body, a comment, a status) is public to the pull request's
+    readers, the last place a secret a test printed could leave."""
+    if isinstance(value, str):
+        return REGISTRY.redact(value, "[REDACTED]")
+    if isinstance(value, dict):
+        return {k: _without_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_secrets(v) for v in value]
+    return value
 
 
 def client(timeout_s: float, transport: httpx.BaseTransport | None = None) -> httpx.Client:

@@ -182,3 +182,33 @@ def test_the_pull_request_number_comes_from_the_ci_where_it_is_plain(tmp_path: P
     event.write_text("{not json")
     assert pr_number_from_env(by_file) is None
     assert pr_number_from_env({}) is None
+
+
+@pytest.mark.parametrize("kind", ["github", "gitlab"])
+def test_a_secret_a_test_printed_never_reaches_the_pull_request(
+    forge: FakeForge, kind: str
+) -> None:
+    """The comment and the status are public to the pull request's readers: every secret
+    Autopilot holds leaves them in none of its disguises, whatever let it into the text."""
+    from tasks.core.secret_values import register_secret
+    from tests.secret_forms import disguises, fresh
+
+    secret = fresh()
+    register_secret(secret)
+    forms = disguises(secret)
+    leak = "\n".join(f"{name}: {form}" for name, form in forms.items())
+    settings = _settings(forge, kind)
+
+    upsert_comment(settings, 7, f"{MARKER}\nrejected: {leak}", marker=MARKER, token=TOKEN)
+    set_status(
+        settings,
+        SHA,
+        state="failure",
+        description=f"x {forms['reversed']}",
+        context="ap",
+        token=TOKEN,
+    )
+
+    sent = json.dumps([r.body for r in forge.requests])
+    assert all(form not in sent for form in forms.values()), sent
+    assert "[REDACTED]" in sent
