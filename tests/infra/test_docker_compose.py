@@ -215,7 +215,7 @@ def s3_objects(stack: Stack, prefix: str) -> dict[str, bytes]:
 
 def test_registration_made_pools_blocks_and_deployments(stack: Stack) -> None:
     deps = {d["name"]: d for d in stack.call("POST", "/deployments/filter", {"limit": 50})}
-    assert set(deps) == {"nightly", "post-merge", "audit", "nightly-docker"}
+    assert set(deps) == {"nightly", "post-merge", "premerge", "audit", "nightly-docker"}
     assert deps["nightly"]["entrypoint"] == "flows.nightly:nightly"
     assert deps["nightly-docker"]["work_pool_name"] == "autopilot-docker"
     pool = stack.call("GET", "/work_pools/autopilot-docker")["base_job_template"]["variables"]

@@ -67,11 +67,12 @@ def test_the_toolchain_runs_the_suite_with_it(built: tuple[Path, Path, PreparedE
     suite = chain.run_suite(project, runner)
     v = suite.validation
     assert v.loaded and v.passed, v.load_error
-    assert len(v.examples) == 5
+    assert len(v.examples) == 6
     assert {e.file for e in v.examples} == {
         "src/stack.test.ts",
         "test/math.test.ts",
         "test/format.test.ts",
+        "test/checkout.test.ts",
     }
     link = project / "node_modules"
     assert link.is_symlink() and link.resolve() == (Path(env.path) / "node_modules").resolve()
