@@ -240,6 +240,9 @@ def premerge(
     max_model_calls: Annotated[int | None, typer.Option("--max-model-calls")] = None,
     file_time_limit: Annotated[float | None, typer.Option("--file-time-limit")] = None,
     json_out: JsonOpt = False,
+    dask: Annotated[
+        str | None, typer.Option("--dask", help="Dask scheduler address, or 'local'.")
+    ] = None,
 ) -> None:
     """Tests for a pull request's changed lines; a comment and a commit status on the forge."""
     from flows.commands.premerge import run
@@ -258,6 +261,7 @@ def premerge(
             verbose=_verbose(ctx),
             max_model_calls=max_model_calls,
             file_time_limit_s=file_time_limit,
+            dask=dask,
         )
     )
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 from flows.commands.render import Column, print_lines, print_table, progress_on_stderr
 from tasks.core.errors import AutopilotError
@@ -75,6 +74,7 @@ def run(
     verbose: bool | int = False,
     max_model_calls: int | None = None,
     file_time_limit_s: float | None = None,
+    dask: str | None = None,
 ) -> int:
     """Run the pre-merge on `repo` and print its report (one JSON document, or a table).
 
@@ -91,6 +91,7 @@ def run(
         verbose: log progress.
         max_model_calls: the run's model-call budget.
         file_time_limit_s: wall-clock budget per file, checked between steps.
+        dask: a Dask scheduler address, or "local", to run the files on its workers.
 
     Returns:
         0 done and covered; 1 a gate, the diff coverage, a push or the forge failed; 2 bad
@@ -116,17 +117,15 @@ def run(
         print(f"autopilot: error: {exc}", file=sys.stderr)
         return 2
     from prefect import tags
-    from prefect.task_runners import ThreadPoolTaskRunner
 
     from flows.premerge import premerge
-    from flows.runtime import flow_runtime
+    from flows.runtime import SHARED_MODEL_LIMIT, flow_runtime
+    from flows.workers import on_task_runner
 
     workers = premerge_settings(repo, min_diff_coverage).model.max_concurrency
-    # Any: Prefect's runner generics do not line up under mypy (ThreadPoolTaskRunner[Never]).
-    runner: Any = ThreadPoolTaskRunner(max_workers=workers)
     try:
         with flow_runtime(verbose), tags("autopilot", "premerge"), progress_on_stderr():
-            report: PremergeReport = premerge.with_options(task_runner=runner)(
+            report: PremergeReport = on_task_runner(premerge, dask, workers)(
                 repo=str(repo.resolve()),
                 base=base,
                 head=head,
@@ -137,6 +136,8 @@ def run(
                 push=push,
                 max_model_calls=max_model_calls,
                 file_time_limit_s=file_time_limit_s,
+                # Worker processes each have their own semaphore: one limit on the server.
+                shared_model_limit=SHARED_MODEL_LIMIT if dask and dask != "local" else None,
             )
     except AutopilotError as exc:
         print(f"autopilot: error: {exc}", file=sys.stderr)

@@ -25,11 +25,13 @@ from tests.conftest import REPO_ROOT
 from tests.dask_cluster import Cluster, dask_cluster
 from tests.envs_projects import DATA
 from tests.examples_repo import git, make_example_repo
+from tests.fakes.forge_server import FakeForge, forge_fixture  # noqa: F401
 from tests.fakes.mistral_server import MistralServer, RecordedRequest, Rule
 from tests.fakes.mistral_server import mistral_server as mistral_server  # fixture
 from tests.flows.commands.test_nightly import ERRORS_TEST
 from tests.flows.test_nightly_rails import reply
 from tests.flows.test_post_merge import is_surgeon
+from tests.flows.test_premerge import PR, PY, _forge_env, open_pull_request
 from tests.flows.test_rails_pg_flows import BOOK, LOAN_SPEC, SEARCH_FIX, SOURCE, SPEC
 from tests.infra.test_infra import PrefectServer, running_server
 from tests.tasks.generate.test_loop import GOOD, files_reply, judge_reply
@@ -334,6 +336,45 @@ def test_python_nightly_and_repair_with_a_prepared_venv_on_dask_equal_the_local_
     ]
     assert sum("repair" in k for k in keys) == 1
     assert "pluralize" in git(dask_repo, "show", f"{remote.branch}:{WORDS_INIT}")
+
+
+def test_premerge_on_the_dask_workers(
+    cluster: Cluster,
+    on_server: None,
+    mistral_server: MistralServer,
+    forge: FakeForge,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A pull request's changed lines tested on the cluster: the same document, comment and
+    status as on one machine (tests/flows/test_premerge.py), the file's job on a worker."""
+    from flows.commands import premerge
+
+    _forge_env(monkeypatch, forge, "github")
+    repo = make_example_repo(PY.example, tmp_path / PY.example)
+    _, head = open_pull_request(repo, PY)
+    mistral_server.add(Rule(schema_name="judge_verdict", replies=[judge_reply(0.9)]))
+    reply = f"The tests.\n\n{PY.test_path}\n```python\n{PY.test}```\n"
+    mistral_server.add(Rule(about=PY.source, replies=[reply]))
+
+    def run() -> int:
+        return premerge.run(
+            repo, base="main", head="feature", pr_number=PR, json_out=True,
+            archive=str(tmp_path / "a"), dask=cluster.address,
+        )  # fmt: skip
+
+    code, keys = _on_cluster(cluster, run)
+
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc
+    assert [(f["source"], f["verdict"]) for f in doc["files"]] == [(PY.source, "accepted")]
+    assert doc["diff_coverage"]["after"] == 1.0
+    assert sum("generate" in k for k in keys) == 1  # on a worker
+    assert git(repo, "show", f"{doc['branch']}:{PY.test_path}") == PY.test
+    [status] = forge.state.statuses
+    assert status["sha"] == head and status["state"] == "success"
+    assert len(forge.state.comments_on(PR)) == 1
 
 
 def _worker_of(cluster: Cluster, peer: tuple[str, int]) -> str:
