@@ -189,6 +189,23 @@ def _same_nightly(runs: dict[str, tuple[Path, Any, list[str]]], expected: list[A
     assert git(dask_repo, *tree, remote.branch) == git(local_repo, *tree, local.branch)
 
 
+def _script_repair(
+    server: MistralServer, path: str, lines: tuple[int, int], cause: str, fix: str, diff: str
+) -> None:
+    """The diagnostician names `cause` in `path` at `lines`; the surgeon answers `diff`."""
+    block = {"file_path": path, "start_line": lines[0], "end_line": lines[1], "description": cause}
+    diagnosis = {
+        "root_cause": cause,
+        "affected_code_blocks": [block],
+        "repair_strategy": fix,
+        "confidence": 0.9,
+        "wrong_side": "code",
+        "alternatives": [{"root_cause": "x", "repair_strategy": "y", "confidence": 0.1}],
+    }
+    server.add(Rule(name="diagnose", schema_name="diagnosis", replies=[json.dumps(diagnosis)]))
+    server.add(Rule(name="surgeon", when=is_surgeon, replies=[diff]))
+
+
 def _words(where: Path) -> Path:
     """py_words (needs `inflection` from the package index) as a git repository."""
     repo = where / "py_words"
@@ -239,19 +256,7 @@ def test_rails_pg_repair_on_two_dask_workers_equals_the_local_run(
     tmp_path: Path,
 ) -> None:
     cause = "The merge made the title search case-sensitive (LIKE instead of ILIKE)."
-    block = {"file_path": BOOK, "start_line": 1, "end_line": 20, "description": cause}
-    diagnosis = {
-        "root_cause": cause,
-        "affected_code_blocks": [block],
-        "repair_strategy": "Use ILIKE again.",
-        "confidence": 0.9,
-        "wrong_side": "code",
-        "alternatives": [{"root_cause": "x", "repair_strategy": "y", "confidence": 0.1}],
-    }
-    mistral_server.add(
-        Rule(name="diagnose", schema_name="diagnosis", replies=[json.dumps(diagnosis)])
-    )
-    mistral_server.add(Rule(name="surgeon", when=is_surgeon, replies=[SEARCH_FIX]))
+    _script_repair(mistral_server, BOOK, (1, 20), cause, "Use ILIKE again.", SEARCH_FIX)
     before = set(Path("/tmp").glob("ap-svc-*"))
 
     def regressed(where: Path) -> Path:
@@ -307,19 +312,7 @@ def test_python_nightly_and_repair_with_a_prepared_venv_on_dask_equal_the_local_
     _same_nightly(runs, [(LABELS, "accepted", 1.0)])
 
     cause = "The merge dropped the pluralisation of table names."
-    block = {"file_path": WORDS_INIT, "start_line": 6, "end_line": 8, "description": cause}
-    diagnosis = {
-        "root_cause": cause,
-        "affected_code_blocks": [block],
-        "repair_strategy": "Pluralise again.",
-        "confidence": 0.9,
-        "wrong_side": "code",
-        "alternatives": [{"root_cause": "x", "repair_strategy": "y", "confidence": 0.1}],
-    }
-    mistral_server.add(
-        Rule(name="diagnose", schema_name="diagnosis", replies=[json.dumps(diagnosis)])
-    )
-    mistral_server.add(Rule(name="surgeon", when=is_surgeon, replies=[WORDS_FIX]))
+    _script_repair(mistral_server, WORDS_INIT, (6, 8), cause, "Pluralise again.", WORDS_FIX)
 
     def regressed(where: Path) -> Path:
         repo = _words(where)
