@@ -111,6 +111,7 @@ def run_group_job(job: GroupJob) -> GroupDone:
             done.state = _loop(job, settings, save, done)
     except AutopilotError as exc:
         done.state.handoff_reasons.append(f"{TOOL_FAILED}: {exc}")
+        done.state.failed_step = done.state.step  # where a resumed run picks it up again
         done.state.step = "human"
         save(done.state, "tool-failed")
     done.entries = archive.entries()
